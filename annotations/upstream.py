@@ -1,0 +1,107 @@
+"""Fetch pinned vLLM source files from vLLM's release artifacts, verified by hash.
+
+No vLLM source is committed to this repository. This module obtains the sdist of a pinned vLLM
+release by package name and version through the package index that pip is configured to use
+(PEP 691 JSON simple API), checks the sha256 that the index publishes for it, caches the archive
+outside the clone, and extracts single files on demand. A local vLLM git checkout can stand in for
+the index (``--checkout PATH``), e.g. on a machine without registry access.
+
+The index address is never written here: it comes from ``PIP_INDEX_URL``, then pip's own
+configuration, then pip's built-in default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+
+PACKAGE = "vllm"
+CACHE = Path(os.environ.get("PASTUDY_CACHE", Path.home() / ".cache" / "pagedattention-study"))
+
+
+class UpstreamError(RuntimeError):
+    """The pinned upstream bytes could not be obtained or did not verify."""
+
+
+def index_url() -> str:
+    """The simple-index base URL pip would use (environment, then pip config, then pip default)."""
+    env = os.environ.get("PIP_INDEX_URL")
+    if env:
+        return env.rstrip("/") + "/"
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+        capture_output=True, text=True, check=False,
+    )
+    if out.returncode == 0 and out.stdout.strip():
+        return out.stdout.strip().rstrip("/") + "/"
+    from pip._internal.models.index import PyPI  # pip's built-in default index
+
+    return PyPI.simple_url.rstrip("/") + "/"
+
+
+def _get(url: str, accept: str | None = None) -> bytes:
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 (index URL from pip config)
+        return resp.read()
+
+
+def sdist_path(version: str) -> Path:
+    """Return the cached, sha256-verified sdist of ``vllm==version``, downloading it if needed."""
+    target = CACHE / "sdist" / f"{PACKAGE}-{version}.tar.gz"
+    digest_file = target.with_suffix(".sha256")
+    if target.exists() and digest_file.exists():
+        if hashlib.sha256(target.read_bytes()).hexdigest() == digest_file.read_text().strip():
+            return target
+    page = json.loads(_get(index_url() + PACKAGE + "/", "application/vnd.pypi.simple.v1+json"))
+    name = f"{PACKAGE}-{version}.tar.gz"
+    files = [f for f in page.get("files", []) if f["filename"] == name]
+    if not files:
+        raise UpstreamError(f"the index lists no sdist {name} for package {PACKAGE!r}")
+    entry = files[0]
+    expected = entry.get("hashes", {}).get("sha256")
+    if not expected:
+        raise UpstreamError(f"the index publishes no sha256 for {name}; refusing unverified bytes")
+    url = urllib.parse.urljoin(index_url() + PACKAGE + "/", entry["url"])
+    data = _get(url)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise UpstreamError(f"{name}: sha256 {actual} does not match the index's {expected}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    digest_file.write_text(expected + "\n")
+    return target
+
+
+def read_file(version: str, path: str, checkout: Path | None = None) -> bytes:
+    """The bytes of upstream ``path`` (e.g. ``vllm/core/block_manager.py``) at ``version``."""
+    if checkout is not None:
+        out = subprocess.run(
+            ["git", "-C", str(checkout), "show", f"v{version}:{path}"], capture_output=True, check=False
+        )
+        if out.returncode != 0:
+            raise UpstreamError(f"{checkout}: no {path} at tag v{version}: {out.stderr.decode().strip()}")
+        return out.stdout
+    extracted = CACHE / "files" / version / path
+    if extracted.exists():
+        return extracted.read_bytes()
+    with tarfile.open(sdist_path(version)) as tar:
+        prefix = f"{PACKAGE}-{version}/"
+        try:
+            member = tar.getmember(prefix + path)
+        except KeyError:
+            raise UpstreamError(f"the vllm {version} sdist has no file {path}") from None
+        data = tar.extractfile(member).read()
+    extracted.parent.mkdir(parents=True, exist_ok=True)
+    extracted.write_bytes(data)
+    return data
+
+
+import urllib.parse  # noqa: E402  (kept at the end: only the URL joining above needs it)

@@ -1,0 +1,83 @@
+"""``python -m conformance``: check the reference against the vLLM installed in this environment.
+
+    python -m conformance run [--examples 200] [--steps 50] [--json PATH] [PROPERTY ...]
+    python -m conformance replay TRACE.json [...]
+    python -m conformance list
+
+On a CPU-only machine vLLM must be imported with ``CUDA_VISIBLE_DEVICES=""`` and its Triton
+kernels need ``TRITON_INTERPRET=1``; this command sets both (before vLLM is imported) unless a
+GPU is requested with ``--gpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _cpu_environment(gpu: bool) -> None:
+    if not gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu", action="store_true", help="use the GPU (do not hide CUDA devices)")
+    sub = parser.add_subparsers(dest="cmd")
+    run = sub.add_parser("run", help="run properties and write a JSON report")
+    run.add_argument("properties", nargs="*", help="property names (default: all)")
+    run.add_argument("--examples", type=int, default=200)
+    run.add_argument("--steps", type=int, default=50)
+    run.add_argument("--json", type=Path, help="where to write the JSON report")
+    rep = sub.add_parser("replay", help="replay saved traces on the reference and vLLM")
+    rep.add_argument("traces", nargs="+", type=Path)
+    sub.add_parser("list", help="list the registered properties")
+    args = parser.parse_args(argv)
+    _cpu_environment(args.gpu)
+
+    if args.cmd in (None, "list"):
+        from conformance.properties import all_properties
+
+        for prop in all_properties().values():
+            print(f"{prop.name:36} {prop.checks}")
+        return 0
+    if args.cmd == "run":
+        if args.examples < 1 or args.steps < 1:
+            parser.error("--examples and --steps must be positive")
+        from conformance import report
+
+        result = report.run(args.properties, args.examples, args.steps)
+        if args.json:
+            report.write(result, args.json)
+            print(f"report written to {args.json}")
+        return 1 if result["summary"]["failed"] else 0
+    if args.cmd == "replay":
+        from conformance.lockstep import NotApplicable, replay
+
+        status = 0
+        for path in args.traces:
+            try:
+                trace = json.loads(path.read_text())
+                done, diff = replay(trace)
+            except NotApplicable as why:
+                print(f"{path}: not applicable: {why}")
+                continue
+            except (OSError, ValueError, KeyError) as err:
+                print(f"{path}: unreadable trace: {err}")
+                status = 2
+                continue
+            if diff:
+                print(f"{path}: DIVERGED after {done} of {len(trace['ops'])} ops: {diff}")
+                status = 1
+            else:
+                print(f"{path}: identical over {done} ops")
+        return status
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The lockstep engine: apply the same operation to two systems and demand the same behaviour.
+
+A *system* is anything with ``label``, ``apply(op)`` and ``snapshot()``: the reference wrapped by
+an adapter, or the installed vLLM wrapped by another. An *operation* is a small JSON-able dict
+(``{"op": "allocate_slots", "req": "r1", "num_new_tokens": 7}``), so every run is a trace that can
+be saved, replayed and kept as a regression case.
+
+After every operation the engine compares
+
+* the outcome: the returned value, or the error *category* the adapter reported (``OpError``);
+* the snapshot: every observable piece of state the semantics defines (block tables, free-queue
+  order, ref counts, hashes, ...).
+
+The first difference raises :class:`Divergence`, which carries the trace that produced it.
+
+A semantics module (``conformance.machines.v1``, ``conformance.machines.v0``) provides
+
+* ``SEMANTICS``: its name (``"v1"``, ``"v0"``);
+* ``make_systems(config) -> (reference_system, vllm_system)``, raising :class:`NotApplicable`
+  with a reason when the installed vLLM lacks what the config needs;
+* a :class:`LockstepMachine` subclass whose ``@initialize`` rule draws a config and calls
+  ``self.start(config)``, and whose rules build ops and call ``self.step(op)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hypothesis.stateful import RuleBasedStateMachine
+
+
+class OpError(Exception):
+    """An operation was refused. Adapters raise it with a category both systems agree on
+    (e.g. ``"unknown_request"``, ``"no_free_blocks"``); ``detail`` is for humans only."""
+
+    def __init__(self, category: str, detail: str = ""):
+        super().__init__(f"{category}: {detail}" if detail else category)
+        self.category = category
+        self.detail = detail
+
+
+class NotApplicable(Exception):
+    """The installed vLLM does not have what a semantics or config needs; the message says why."""
+
+
+class Divergence(AssertionError):
+    """The two systems behaved differently. ``trace`` replays it (``python -m conformance replay``)."""
+
+    def __init__(self, message: str, trace: dict):
+        super().__init__(message + "\n\ntrace:\n" + json.dumps(trace, indent=1))
+        self.trace = trace
+
+
+class System(Protocol):
+    label: str
+
+    def apply(self, op: dict) -> Any: ...
+
+    def snapshot(self) -> dict: ...
+
+
+def outcome(system: System, op: dict) -> dict:
+    """Apply ``op`` and normalise what happened into a comparable dict."""
+    try:
+        return {"result": system.apply(op)}
+    except OpError as err:
+        return {"error": err.category}
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """A short description of the first place where two JSON-like values differ, or None."""
+    if type(a) is not type(b) and not (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))):
+        return f"{path or '<root>'}: {a!r} != {b!r}"
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                return f"{path}/{key}: present only in {'first' if key in a else 'second'}"
+            diff = first_difference(a[key], b[key], f"{path}/{key}")
+            if diff:
+                return diff
+        return None
+    if isinstance(a, (list, tuple)):
+        for i, (x, y) in enumerate(zip(a, b)):
+            diff = first_difference(x, y, f"{path}[{i}]")
+            if diff:
+                return diff
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)} ({a!r} vs {b!r})"
+        return None
+    return None if a == b else f"{path or '<root>'}: {a!r} != {b!r}"
+
+
+def compare_step(a: System, b: System, op: dict) -> tuple[dict, str | None]:
+    """Apply ``op`` to both systems; return (shared outcome, None) or (outcome of a, difference)."""
+    out_a, out_b = outcome(a, op), outcome(b, op)
+    diff = first_difference(out_a, out_b)
+    if diff:
+        return out_a, f"outcome of {op!r} differs at {diff}\n  {a.label}: {out_a}\n  {b.label}: {out_b}"
+    diff = first_difference(a.snapshot(), b.snapshot())
+    if diff:
+        return out_a, f"state after {op!r} differs at {diff} ({a.label} vs {b.label})"
+    return out_a, None
+
+
+@dataclass
+class Counters:
+    """How much a machine class has exercised, for the report."""
+
+    examples: int = 0
+    steps: int = 0
+    configs: dict = field(default_factory=dict)
+
+
+class LockstepMachine(RuleBasedStateMachine):
+    """Base class of the conformance state machines: holds two systems and the trace."""
+
+    semantics_module: str = ""  # dotted name of the module providing make_systems
+    counters: Counters
+    last_divergence: dict | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.counters = Counters()
+        cls.last_divergence = None
+
+    def __init__(self):
+        super().__init__()
+        self.a: System | None = None
+        self.b: System | None = None
+        self.trace: dict = {}
+
+    # -- used by subclasses -------------------------------------------------------------------
+    def start(self, config: dict) -> None:
+        """Build both systems for ``config`` (call from the machine's ``@initialize`` rule)."""
+        module = importlib.import_module(self.semantics_module)
+        self.a, self.b = module.make_systems(config)
+        self.trace = {"semantics": module.SEMANTICS, "config": config, "ops": []}
+        type(self).counters.examples += 1
+        if getattr(type(self), "progress", None):
+            type(self).progress(type(self).counters.examples)
+        key = json.dumps(config, sort_keys=True)
+        type(self).counters.configs[key] = type(self).counters.configs.get(key, 0) + 1
+        self._check(None, self.a.snapshot(), self.b.snapshot())
+
+    def step(self, op: dict) -> dict:
+        """Apply ``op`` to both systems, compare outcome and state; return the shared outcome."""
+        assert self.a is not None, "call self.start(config) in an @initialize rule first"
+        self.trace["ops"].append(op)
+        type(self).counters.steps += 1
+        out, diff = compare_step(self.a, self.b, op)
+        if diff:
+            self._diverged(diff)
+        return out
+
+    # -- internals ----------------------------------------------------------------------------
+    def _check(self, op, snap_a, snap_b) -> None:
+        diff = first_difference(snap_a, snap_b)
+        if diff:
+            self._diverged(f"initial state differs at {diff}")
+
+    def _diverged(self, message: str) -> None:
+        trace = json.loads(json.dumps(self.trace))
+        trace["divergence"] = message
+        type(self).last_divergence = trace
+        raise Divergence(message, trace)
+
+
+# -- traces -------------------------------------------------------------------------------------
+SEMANTICS_MODULES = {"v1": "conformance.machines.v1", "v0": "conformance.machines.v0"}
+
+
+def save_trace(trace: dict, directory: Path, stem: str | None = None) -> Path:
+    """Write a trace as small, readable JSON and return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = stem or f"{trace['semantics']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path = directory / f"{stem}.json"
+    path.write_text(json.dumps(trace, indent=1) + "\n")
+    return path
+
+
+def replay(trace: dict) -> tuple[int, str | None]:
+    """Replay a trace on fresh systems; return (ops applied, first difference or None).
+
+    ``trace["expect"]``, when present, is a list aligned with ``ops``; each entry is ``null`` (no
+    expectation) or ``{"outcome": ..., "state": {key: value}}`` where ``state`` names top-level
+    snapshot keys. Traces rebuilt from vLLM's own tests pin what vLLM's test asserts (e.g. the
+    free-queue order after ``test_prefill``), so a replay checks the reference against vLLM's
+    expectation *and* against vLLM.
+    """
+    module = importlib.import_module(SEMANTICS_MODULES[trace["semantics"]])
+    a, b = module.make_systems(trace["config"])
+    diff = first_difference(a.snapshot(), b.snapshot())
+    if diff:
+        return 0, f"initial state differs at {diff}"
+    expect = trace.get("expect") or [None] * len(trace["ops"])
+    for i, (op, want) in enumerate(zip(trace["ops"], expect)):
+        out, diff = compare_step(a, b, op)
+        if diff:
+            return i + 1, diff
+        if want and "outcome" in want:
+            diff = first_difference(out, want["outcome"])
+            if diff:
+                return i + 1, f"op {i} {op!r}: outcome differs from the expected one at {diff}"
+        if want and "state" in want:
+            snap = a.snapshot()
+            for key, value in want["state"].items():
+                diff = first_difference(snap.get(key), value, "/" + key)
+                if diff:
+                    return i + 1, f"after op {i} {op!r}: state differs from the expected at {diff}"
+    return len(trace["ops"]), None
+
+
+# -- running a machine as a property ------------------------------------------------------------
+def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, progress=None):
+    """Run ``machine_cls`` for ``examples`` examples of up to ``steps`` steps; return a Result.
+
+    ``progress(examples_done)`` is called as examples start (for the command's progress line).
+    On a divergence the result carries the shrunk trace (``extra["trace"]``).
+    """
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from conformance.properties import Result
+
+    machine_cls.counters = Counters()
+    machine_cls.last_divergence = None
+    machine_cls.progress = staticmethod(progress) if progress else None
+    try:
+        run_state_machine_as_test(
+            machine_cls,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=steps,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                print_blob=False,
+            ),
+        )
+    except NotApplicable:
+        raise
+    except Exception as err:  # a divergence, or a harness bug: both fail the property
+        trace = machine_cls.last_divergence
+        c = machine_cls.counters
+        detail = str(err).split("\n\ntrace:")[0]
+        return Result(False, c.examples, c.steps, f"{type(err).__name__}: {detail}",
+                      {"trace": trace} if trace else {})
+    c = machine_cls.counters
+    return Result(True, c.examples, c.steps, f"{len(c.configs)} distinct configs",
+                  {"configs": len(c.configs)})

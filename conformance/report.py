@@ -1,0 +1,103 @@
+"""Run conformance properties against the installed vLLM and describe what was checked.
+
+The report is printed as a table and written as JSON (the study site's conformance page reads
+it). Every registered property appears in it: passed, failed (with the divergence and the path
+of the saved trace), or not applicable (with the reason).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from conformance.lockstep import NotApplicable, save_trace
+from conformance.properties import all_properties
+
+FAILURES = Path("conformance/traces/failures")
+
+
+def installed_vllm() -> str | None:
+    """The installed vLLM version, read from package metadata (does not import vLLM)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def device() -> str:
+    """A short description of the accelerator the kernels ran on, or the CPU."""
+    try:
+        import torch
+    except ImportError:
+        return f"cpu ({platform.machine()}; torch not installed)"
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)} (torch {torch.__version__})"
+    return f"cpu ({platform.machine()}, torch {torch.__version__})"
+
+
+def run(names: list[str] | None, examples: int, steps: int, out=sys.stdout) -> dict:
+    """Run the selected properties (all when ``names`` is empty); return the report dict."""
+    props = all_properties()
+    unknown = sorted(set(names or []) - set(props))
+    if unknown:
+        raise SystemExit(f"unknown property {', '.join(unknown)}; known: {', '.join(props)}")
+    selected = [props[n] for n in (names or props)]
+    report = {
+        "vllm_version": installed_vllm(),
+        "device": device(),
+        "python": platform.python_version(),
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "settings": {"examples": examples, "steps": steps},
+        "properties": [],
+    }
+    print(f"conformance: vLLM {report['vllm_version'] or '(not installed)'} on {report['device']}; "
+          f"{len(selected)} properties, up to {examples} examples x {steps} steps each", file=out)
+    t_all = time.perf_counter()
+    for i, prop in enumerate(selected, 1):
+        prefix = f"[{i}/{len(selected)}] {prop.name}"
+        t0 = time.perf_counter()
+
+        def progress(done: int, prefix=prefix, t0=t0) -> None:
+            if done % max(1, examples // 10) == 0:
+                print(f"{prefix}: {done}/{examples} examples ({time.perf_counter() - t0:.0f} s)",
+                      file=out, flush=True)
+
+        entry = {"name": prop.name, "checks": prop.checks}
+        try:
+            result = prop.run(examples, steps, progress)
+        except NotApplicable as why:
+            entry.update(status="not_applicable", examples=0, steps=0, detail=str(why))
+        else:
+            entry.update(status="passed" if result.passed else "failed", examples=result.examples,
+                         steps=result.steps, detail=result.detail)
+            trace = result.extra.get("trace")
+            if trace:
+                path = save_trace(trace, FAILURES, f"{prop.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+                entry["trace"] = str(path)
+            entry.update({k: v for k, v in result.extra.items() if k != "trace"})
+        entry["duration_s"] = round(time.perf_counter() - t0, 2)
+        report["properties"].append(entry)
+        print(f"{prefix}: {entry['status'].upper()} ({entry['examples']} examples, {entry['steps']} steps, "
+              f"{entry['duration_s']:.1f} s) {entry['detail']}", file=out, flush=True)
+        if entry.get("trace"):
+            print(f"    shrunk trace saved to {entry['trace']}; replay: python -m conformance replay "
+                  f"{entry['trace']}", file=out)
+    report["duration_s"] = round(time.perf_counter() - t_all, 2)
+    counts = {s: sum(p["status"] == s for p in report["properties"])
+              for s in ("passed", "failed", "not_applicable")}
+    report["summary"] = counts
+    print(f"conformance: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['not_applicable']} not applicable ({report['duration_s']:.0f} s)", file=out)
+    return report
+
+
+def write(report: dict, path: Path) -> None:
+    """Write the report as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1) + "\n")
