@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -89,7 +91,7 @@ def read_file(version: str, path: str, checkout: Path | None = None) -> bytes:
         if out.returncode != 0:
             raise UpstreamError(f"{checkout}: no {path} at tag v{version}: {out.stderr.decode().strip()}")
         return out.stdout
-    extracted = CACHE / "files" / version / path
+    extracted = cached_file(version, path)
     if extracted.exists():
         return extracted.read_bytes()
     with tarfile.open(sdist_path(version)) as tar:
@@ -98,10 +100,46 @@ def read_file(version: str, path: str, checkout: Path | None = None) -> bytes:
             member = tar.getmember(prefix + path)
         except KeyError:
             raise UpstreamError(f"the vllm {version} sdist has no file {path}") from None
-        data = tar.extractfile(member).read()
-    extracted.parent.mkdir(parents=True, exist_ok=True)
-    extracted.write_bytes(data)
+        handle = tar.extractfile(member)
+        if handle is None:
+            raise UpstreamError(f"{path} in the vllm {version} sdist is not a regular file")
+        data = handle.read()
+    store_file(version, path, data)
     return data
 
 
-import urllib.parse  # noqa: E402  (kept at the end: only the URL joining above needs it)
+def cached_file(version: str, path: str) -> Path:
+    """Where the extracted bytes of upstream ``path`` at ``version`` are cached."""
+    if path.startswith("/") or ".." in path.split("/"):
+        raise UpstreamError(f"upstream path {path!r} must be relative and stay inside the release")
+    return CACHE / "files" / version / path
+
+
+def store_file(version: str, path: str, data: bytes) -> Path:
+    """Cache bytes obtained elsewhere (a verified checkout) so later reads work offline."""
+    target = cached_file(version, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return target
+
+
+def release_commit(version: str, checkout: Path | None = None) -> str:
+    """The commit a release was built from: the tag's commit in a checkout, else the sdist's record.
+
+    setuptools-scm writes ``commit_id = 'g<hex>'`` into the sdist's ``vllm/_version.py``; a git
+    checkout does not track that generated file, so there the tag itself is resolved.
+    """
+    if checkout is not None:
+        out = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", f"v{version}^{{commit}}"], capture_output=True, check=False
+        )
+        if out.returncode != 0:
+            raise UpstreamError(f"{checkout}: no tag v{version}: {out.stderr.decode().strip()}")
+        return out.stdout.decode().strip()
+    text = read_file(version, "vllm/_version.py").decode("utf-8", "replace")
+    match = re.search(r"commit_id\s*=\s*['\"]g?([0-9a-f]+)['\"]", text)
+    if not match:
+        raise UpstreamError(f"the vllm {version} sdist records no commit_id in vllm/_version.py")
+    return match[1]

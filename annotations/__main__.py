@@ -1,0 +1,154 @@
+"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage``.
+
+* ``fetch [--version V] [--checkout PATH] [FILES]``: obtain every upstream file the annotation
+  files name, verify each against its header's sha256, and say what was fetched.
+* ``stamp FILE...``: fill ``????????????`` note hashes and a ``?`` header sha256 (never overwrites).
+* ``check [FILES]``: every check of ``annotations.check``; exit 1 with one line per problem.
+* ``coverage [FILES]``: the per-file coverage table only.
+
+Run from the repository root with the dev environment, so ``ref`` links can import ``reference``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+from annotations import upstream
+from annotations.check import Checker, FileCoverage
+from annotations.model import (
+    ANNOTATIONS_ROOT,
+    UNSTAMPED_SHA256,
+    AnnotationFormatError,
+    Reader,
+    annotation_paths,
+    parse,
+    stamp_text,
+)
+
+
+def _reader(checkout: Path | None) -> Reader:
+    return lambda version, path: upstream.read_file(version, path, checkout)
+
+
+def _commit(checkout: Path | None):
+    return lambda version: upstream.release_commit(version, checkout)
+
+
+def _annotation_targets(args: argparse.Namespace) -> list[Path]:
+    return [Path(f) for f in args.files] if args.files else annotation_paths(args.root)
+
+
+def coverage_table(rows: list[FileCoverage]) -> str:
+    """A fixed-width table: one row per annotation file, then the total."""
+    lines = [f"{'upstream file':<52} {'covered/non-blank':>17} {'%':>7} {'target':>7}"]
+    for row in rows:
+        name = f"v{row.version}/{row.upstream}"
+        lines.append(f"{name:<52} {f'{row.covered}/{row.nonblank}':>17} {row.percent:>6.1f}% {row.target:>6g}%")
+    covered, nonblank = sum(r.covered for r in rows), sum(r.nonblank for r in rows)
+    total = 100.0 * covered / nonblank if nonblank else 100.0
+    lines.append(f"{'total':<52} {f'{covered}/{nonblank}':>17} {total:>6.1f}%")
+    return "\n".join(lines)
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    failures = 0
+    fetched: set[tuple[str, str]] = set()
+    for path in _annotation_targets(args):
+        try:
+            af = parse(path)
+        except AnnotationFormatError as err:
+            print(f"skip {err}")
+            failures += 1
+            continue
+        if args.version and af.version != args.version:
+            continue
+        if (af.version, af.upstream) in fetched:
+            continue
+        fetched.add((af.version, af.upstream))
+        try:
+            data = upstream.read_file(af.version, af.upstream, args.checkout)
+        except Exception as err:  # noqa: BLE001 (one failed file should not hide the others)
+            print(f"FAIL {af.upstream} @ {af.version}: {err}")
+            failures += 1
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        lines = data.count(b"\n")
+        if af.sha256 == UNSTAMPED_SHA256:
+            verdict = "header sha256 not stamped yet"
+        elif digest == af.sha256:
+            verdict = "sha256 ok"
+        else:
+            print(f"FAIL {af.upstream} @ {af.version}: sha256 {digest} but {path} says {af.sha256}")
+            failures += 1
+            continue
+        if args.checkout is not None and digest == af.sha256:
+            upstream.store_file(af.version, af.upstream, data)  # verified bytes: later checks run offline
+        source = f"checkout {args.checkout}" if args.checkout else "release sdist"
+        print(f"fetched {af.upstream} @ {af.version} from {source}: {lines} lines, {verdict}")
+    print(f"{len(fetched)} upstream files, {failures} failures")
+    return 1 if failures else 0
+
+
+def cmd_stamp(args: argparse.Namespace) -> int:
+    reader = _reader(args.checkout)
+    status = 0
+    for name in args.files:
+        path = Path(name)
+        try:
+            text, changes = stamp_text(path, path.read_text(encoding="utf-8"), reader)
+        except (AnnotationFormatError, ValueError, upstream.UpstreamError) as err:
+            print(f"not stamped: {err}")
+            status = 1
+            continue
+        if changes:
+            path.write_text(text, encoding="utf-8")
+        print(f"{path}: stamped {len(changes)}" + (": " + ", ".join(changes) if changes else " (nothing to fill)"))
+    return status
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout))
+    report = checker.run([Path(f) for f in args.files] if args.files else None)
+    for problem in report.problems:
+        print(problem)
+    if report.coverage:
+        print(coverage_table(report.coverage))
+    print(f"{len(report.problems)} problems" if report.problems else "annotations check: ok")
+    return 0 if report.ok else 1
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout))
+    report = checker.run(_annotation_targets(args))
+    print(coverage_table(report.coverage))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    repo = str(ANNOTATIONS_ROOT.parent)
+    if repo not in sys.path:
+        sys.path.insert(0, repo)  # so `ref` links resolve into reference/ from any directory
+    parser = argparse.ArgumentParser(prog="python -m annotations", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func, help_text in (
+        ("fetch", cmd_fetch, "fetch and verify every upstream file the annotations name"),
+        ("stamp", cmd_stamp, "fill placeholder hashes in annotation files"),
+        ("check", cmd_check, "check hashes, ranges, coverage and links"),
+        ("coverage", cmd_coverage, "print the per-file coverage table"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument("files", nargs="+" if name == "stamp" else "*", metavar="FILE")
+        cmd.add_argument("--checkout", type=Path, default=None, help="a local vLLM git checkout with the pinned tags")
+        cmd.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
+        if name == "fetch":
+            cmd.add_argument("--version", default=None, help="only files annotated at this release, e.g. 0.10.2")
+        cmd.set_defaults(func=func)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

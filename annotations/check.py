@@ -1,0 +1,393 @@
+"""Prove that the notes still describe the upstream lines they sit beside.
+
+Notes are written against exact upstream bytes. If the pinned release were swapped, a line
+inserted, or a note's range mistyped, the prose would silently drift away from the code it
+explains. The checker fetches the pinned bytes and turns every such mismatch into a
+:class:`Problem` that names the file, the note and the lines, so a reader can fix it at once:
+
+* the whole file's sha256 and the release commit (the right file of the right release);
+* each note's hash (the lines under the note are the lines it was written for); when a note went
+  stale it searches the current file for the old content and suggests the new range;
+* ranges inside the file, in ascending order, not overlapping, and covering at least the
+  header's target share of non-blank lines (listing what is uncovered);
+* links: ``ref`` imports and resolves, ``prop`` is a registered conformance property, ``see`` and
+  Markdown citations ``(v<version>/<path>#<note id>)`` name notes that exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from annotations import upstream
+from annotations.model import (
+    ANNOTATIONS_ROOT,
+    UNSTAMPED_HASH,
+    UNSTAMPED_SHA256,
+    AnnotationFile,
+    AnnotationFormatError,
+    Note,
+    Reader,
+    annotation_paths,
+    is_blank,
+    parse,
+    range_hash,
+    upstream_lines,
+)
+
+RefResolver = Callable[[str], "str | None"]  # dotted path -> error message, or None when it resolves
+
+#: Markdown citations of notes, e.g. ``[text](v0.10.2/vllm/core/block_manager.py#block_manager.allocate)``.
+CITATION = re.compile(r"\]\((?P<path>v[0-9]+\.[0-9]+\.[0-9]+/[^)#\s]+)(?:#(?P<id>[^)\s]*))?\)")
+_COMMIT_ID = re.compile(r"commit_id\s*=\s*['\"]g?(?P<commit>[0-9a-f]+)['\"]")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason the annotations are not trustworthy, located as precisely as possible."""
+
+    path: Path
+    message: str
+    note_id: str | None = None
+    lines: str | None = None  # e.g. "L3-L9"
+
+    def __str__(self) -> str:
+        where = str(self.path)
+        if self.note_id:
+            where += f": note `{self.note_id}`"
+        if self.lines:
+            where += f" {self.lines}"
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class FileCoverage:
+    """How much of one upstream file the notes cover."""
+
+    path: Path
+    upstream: str
+    version: str
+    covered: int
+    nonblank: int
+    target: float
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.covered / self.nonblank if self.nonblank else 100.0
+
+
+@dataclass
+class Report:
+    """Everything one check found."""
+
+    problems: list[Problem] = field(default_factory=list)
+    coverage: list[FileCoverage] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def resolve_ref(dotted: str) -> str | None:
+    """Import the longest module prefix of ``dotted`` and follow the rest with getattr.
+
+    Returns ``None`` when the symbol exists, otherwise a sentence saying what is missing.
+    Only symbols in ``reference`` count: notes point at our re-implementation, not elsewhere.
+    """
+    parts = dotted.split(".")
+    if parts[0] != "reference" or not all(p.isidentifier() for p in parts):
+        return f"ref {dotted!r} is not a dotted path into reference/"
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
+                continue
+            return f"importing {module_name} failed: {err}"
+        except Exception as err:  # noqa: BLE001 (any import failure makes the ref dead)
+            return f"importing {module_name} failed: {type(err).__name__}: {err}"
+        for depth, attr in enumerate(parts[cut:], start=cut):
+            if not hasattr(obj, attr):
+                missing = f"{'.'.join(parts[:depth])} has no attribute {attr!r}"
+                if depth == cut and hasattr(obj, "__path__"):
+                    missing += " (and no submodule of that name)"
+                return missing
+            obj = getattr(obj, attr)
+        return None
+    return f"no module of {dotted!r} can be imported"
+
+
+def registered_properties() -> set[str]:
+    """The conformance registry's property names (imported lazily: it is another package)."""
+    from conformance.properties import property_names
+
+    return property_names()
+
+
+def _spans(numbers: Iterable[int], lines: list[bytes]) -> list[tuple[int, int]]:
+    """Group line numbers into ranges, bridging blank lines (they never need covering)."""
+    spans: list[tuple[int, int]] = []
+    for n in sorted(numbers):
+        if spans and all(is_blank(lines[k - 1]) for k in range(spans[-1][1] + 1, n)):
+            spans[-1] = (spans[-1][0], n)
+        else:
+            spans.append((n, n))
+    return spans
+
+
+def _format_spans(spans: list[tuple[int, int]]) -> str:
+    return ", ".join(f"L{a}" if a == b else f"L{a}-L{b}" for a, b in spans)
+
+
+def find_moved(lines: list[bytes], length: int, old_hash: str) -> list[int]:
+    """Start lines where ``length`` consecutive lines hash to ``old_hash`` (a stale note's new home)."""
+    return [s for s in range(1, len(lines) - length + 2) if range_hash(lines, s, s + length - 1) == old_hash]
+
+
+class Checker:
+    """Checks annotation files under ``root`` against upstream bytes from ``reader``.
+
+    The reader, the ref resolver and the property registry are injected so that tests can run
+    the checker on small synthetic upstream files with no network and no conformance package.
+    """
+
+    def __init__(
+        self,
+        root: Path = ANNOTATIONS_ROOT,
+        reader: Reader | None = None,
+        ref_resolver: RefResolver = resolve_ref,
+        property_names: Callable[[], set[str]] = registered_properties,
+        release_commit: Callable[[str], str] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.reader: Reader = reader or (lambda version, path: upstream.read_file(version, path))
+        self.release_commit = release_commit or self._commit_from_reader
+        self.ref_resolver = ref_resolver
+        self.property_names = property_names
+        self._parsed: dict[Path, AnnotationFile | AnnotationFormatError] = {}
+        self._props: set[str] | None = None
+        self._props_error: str | None = None
+        self._commits: dict[str, str | Exception] = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def parsed(self, path: Path) -> AnnotationFile | AnnotationFormatError:
+        path = Path(path).resolve()
+        if path not in self._parsed:
+            try:
+                self._parsed[path] = parse(path)
+            except AnnotationFormatError as err:
+                self._parsed[path] = err
+        return self._parsed[path]
+
+    def _props_known(self) -> set[str]:
+        if self._props is None:
+            try:
+                self._props = set(self.property_names())
+            except Exception as err:  # noqa: BLE001 (a broken registry makes every prop dead)
+                self._props, self._props_error = set(), f"the property registry failed: {type(err).__name__}: {err}"
+        return self._props
+
+    def _commit_from_reader(self, version: str) -> str:
+        """The release commit as setuptools-scm recorded it in the release's ``vllm/_version.py``."""
+        text = self.reader(version, "vllm/_version.py").decode("utf-8", "replace")
+        match = _COMMIT_ID.search(text)
+        if not match:
+            raise ValueError("no commit_id in vllm/_version.py")
+        return match["commit"]
+
+    def _release_commit(self, version: str) -> str | Exception:
+        if version not in self._commits:
+            try:
+                self._commits[version] = self.release_commit(version)
+            except Exception as err:  # noqa: BLE001 (reported as a problem)
+                self._commits[version] = err
+        return self._commits[version]
+
+    def citation_problem(self, target_path: str, note_id: str | None) -> str | None:
+        """Why a citation ``v<version>/<path>[#id]`` does not resolve, or ``None``."""
+        md = self.root / (target_path + ".md")
+        if not md.is_file():
+            return f"no annotation file {target_path}.md"
+        parsed = self.parsed(md)
+        if isinstance(parsed, AnnotationFormatError):
+            return f"the cited file does not parse: {parsed}"
+        if note_id is not None and parsed.note(note_id) is None:
+            return f"{target_path} has no note `{note_id}`"
+        return None
+
+    # -- one annotation file -------------------------------------------------------------------
+    def check_file(self, path: Path) -> tuple[list[Problem], FileCoverage | None]:
+        parsed = self.parsed(path)
+        if isinstance(parsed, AnnotationFormatError):
+            return [Problem(parsed.path, f"line {parsed.line}: {parsed.message}")], None
+        af = parsed
+        problems: list[Problem] = []
+        try:
+            relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+            if relative != f"{af.cite_path}.md":
+                problems.append(Problem(af.path, f"lives at {relative} but its header says {af.cite_path}.md"))
+        except ValueError:
+            problems.append(Problem(af.path, f"is outside the annotations root {self.root}"))
+        problems += self._link_problems(af)
+        try:
+            data = self.reader(af.version, af.upstream)
+        except Exception as err:  # noqa: BLE001 (any fetch failure is reported, not raised)
+            problems.append(Problem(af.path, f"cannot fetch {af.upstream} @ {af.version}: {err}"))
+            return problems, None
+        commit = self._release_commit(af.version)
+        if isinstance(commit, Exception):
+            problems.append(Problem(af.path, f"cannot read the release commit of {af.version}: {commit}"))
+        elif not (commit.startswith(af.commit) or af.commit.startswith(commit)):
+            problems.append(Problem(af.path, f"header commit {af.commit} but release {af.version} is commit {commit}"))
+        actual = hashlib.sha256(data).hexdigest()
+        file_moved = False
+        if af.sha256 == UNSTAMPED_SHA256:
+            problems.append(Problem(af.path, "header sha256 is '?': run `python -m annotations stamp` on it"))
+        elif af.sha256 != actual:
+            file_moved = True
+            problems.append(Problem(
+                af.path, f"upstream {af.upstream} @ {af.version} has sha256 {actual}, header says {af.sha256}:"
+                " the release moved or this is the wrong file",
+            ))
+        lines = upstream_lines(data)
+        problems += self._range_problems(af, lines, file_moved)
+        coverage, coverage_problem = self._coverage(af, lines)
+        if coverage_problem:
+            problems.append(coverage_problem)
+        return problems, coverage
+
+    def _range_problems(self, af: AnnotationFile, lines: list[bytes], file_moved: bool) -> list[Problem]:
+        problems: list[Problem] = []
+        stale: list[str] = []
+        previous: Note | None = None
+        for note in af.notes:
+            if previous is not None and note.start <= previous.end:
+                what = "overlaps" if note.start >= previous.start else "comes before"
+                problems.append(Problem(
+                    af.path, f"{what} note `{previous.id}` {previous.range_text}: notes must ascend without overlap",
+                    note.id, note.range_text,
+                ))
+            previous = note
+            if note.end > len(lines):
+                problems.append(Problem(
+                    af.path, f"range ends after the file's last line L{len(lines)}", note.id, note.range_text
+                ))
+                continue
+            if note.hash == UNSTAMPED_HASH:
+                problems.append(Problem(af.path, "hash is unstamped: run `python -m annotations stamp`", note.id, note.range_text))
+                continue
+            current = range_hash(lines, note.start, note.end)
+            if current != note.hash:
+                stale.append(note.id)
+                moved = sorted(find_moved(lines, note.end - note.start + 1, note.hash), key=lambda s: abs(s - note.start))
+                if moved:
+                    hint = "; the old lines now appear at " + ", ".join(
+                        f"L{s}-L{s + note.end - note.start} (moved {s - note.start:+d})" for s in moved[:3]
+                    ) + (f" and {len(moved) - 3} more places" if len(moved) > 3 else "")
+                else:
+                    hint = "; the old lines are nowhere in the current file: re-read and rewrite this note"
+                problems.append(Problem(
+                    af.path, f"hash drift: the note says {note.hash}, the lines hash to {current}{hint}",
+                    note.id, note.range_text,
+                ))
+        if stale and file_moved:
+            problems.append(Problem(af.path, f"{len(stale)} of {len(af.notes)} notes went stale: {', '.join(stale)}"))
+        return problems
+
+    def _coverage(self, af: AnnotationFile, lines: list[bytes]) -> tuple[FileCoverage, Problem | None]:
+        nonblank = {n for n in range(1, len(lines) + 1) if not is_blank(lines[n - 1])}
+        covered = {n for note in af.notes for n in range(note.start, min(note.end, len(lines)) + 1)} & nonblank
+        coverage = FileCoverage(af.path, af.upstream, af.version, len(covered), len(nonblank), af.coverage)
+        if len(covered) * 100 < af.coverage * len(nonblank):
+            uncovered = _format_spans(_spans(nonblank - covered, lines))
+            return coverage, Problem(
+                af.path, f"coverage {coverage.percent:.1f}% ({len(covered)}/{len(nonblank)} non-blank lines)"
+                f" is under the target {af.coverage:g}%; uncovered: {uncovered}",
+            )
+        return coverage, None
+
+    def _link_problems(self, af: AnnotationFile) -> list[Problem]:
+        problems: list[Problem] = []
+        for note in af.notes:
+            for ref in note.refs:
+                error = self.ref_resolver(ref)
+                if error:
+                    problems.append(Problem(af.path, f"dead ref {ref}: {error}", note.id, note.range_text))
+            for prop in note.props:
+                known = self._props_known()
+                if prop not in known:
+                    why = self._props_error or "not a registered conformance property"
+                    problems.append(Problem(af.path, f"dead prop {prop}: {why}", note.id, note.range_text))
+            for see in note.sees:
+                target, _, note_id = see.partition("#")
+                error = self.citation_problem(target, note_id)
+                if error:
+                    problems.append(Problem(af.path, f"dead see {see}: {error}", note.id, note.range_text))
+            for message in self._citation_errors(note.body):
+                problems.append(Problem(af.path, message, note.id, note.range_text))
+        problems += [Problem(af.path, f"introduction: {m}") for m in self._citation_errors(af.intro)]
+        return problems
+
+    def _citation_errors(self, markdown: str) -> list[str]:
+        errors: list[str] = []
+        in_fence = False
+        for line in markdown.split("\n"):
+            if _FENCE.match(line):
+                in_fence = not in_fence
+            if in_fence:
+                continue
+            for match in CITATION.finditer(line):
+                error = self.citation_problem(match["path"], match["id"])
+                if error:
+                    errors.append(f"dead citation ({match['path']}#{match['id'] or ''}): {error}")
+        return errors
+
+    def check_markdown(self, path: Path) -> list[Problem]:
+        """Validate the note citations of a free Markdown file (e.g. reading-questions.md)."""
+        text = Path(path).read_text(encoding="utf-8")
+        problems: list[Problem] = []
+        in_fence = False
+        for number, line in enumerate(text.split("\n"), start=1):
+            if _FENCE.match(line):
+                in_fence = not in_fence
+            if in_fence:
+                continue
+            for match in CITATION.finditer(line):
+                error = self.citation_problem(match["path"], match["id"])
+                if error:
+                    problems.append(Problem(Path(path), f"line {number}: dead citation: {error}"))
+        return problems
+
+    # -- everything ----------------------------------------------------------------------------
+    def run(self, paths: Iterable[Path] | None = None) -> Report:
+        """Check ``paths`` (annotation files or other Markdown), or everything under the root."""
+        if paths is None:
+            targets = annotation_paths(self.root) + sorted(self.root.glob("*.md"))
+        else:
+            targets = [Path(p) for p in paths]
+        report = Report()
+        for target in targets:
+            if self._is_annotation(target):
+                problems, coverage = self.check_file(target)
+                report.problems += problems
+                if coverage:
+                    report.coverage.append(coverage)
+            else:
+                report.problems += self.check_markdown(target)
+        return report
+
+    def _is_annotation(self, path: Path) -> bool:
+        """Annotation files live under ``v<version>/``; anything else with a header is one too."""
+        try:
+            first = path.resolve().relative_to(self.root.resolve()).parts[0]
+            if re.match(r"^v[0-9]", first) and len(path.resolve().relative_to(self.root.resolve()).parts) > 1:
+                return True
+        except ValueError:
+            pass
+        return path.read_text(encoding="utf-8").startswith("---")

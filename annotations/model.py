@@ -1,0 +1,308 @@
+"""The annotation file format as data: a strict parser for ``annotations/v<VERSION>/<path>.md``.
+
+An annotation file is a contract between three readers: people studying vLLM, the docs site that
+places our notes beside the real upstream lines, and the checker that proves the notes still
+describe those lines. The parser is therefore strict: anything it cannot read unambiguously is an
+:class:`AnnotationFormatError` naming the file and line, never a silent guess. It checks syntax
+only; whether ranges fit the upstream file, tile it and keep their hashes is the checker's job
+(``annotations.check``), because that needs the upstream bytes. ``stamp_text`` is the one
+writer: it fills placeholder hashes from verified upstream bytes and changes nothing else.
+
+The format is specified in ``annotations/FORMAT.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ANNOTATIONS_ROOT = Path(__file__).resolve().parent
+
+#: A hash written like this is a placeholder that ``stamp`` fills in.
+UNSTAMPED_HASH = "?" * 12
+#: A header ``sha256`` written like this is a placeholder that ``stamp`` fills in.
+UNSTAMPED_SHA256 = "?"
+
+Reader = Callable[[str, str], bytes]  # (version, upstream path) -> the upstream file's bytes
+
+HEADER_KEYS = ("upstream", "version", "commit", "sha256", "coverage", "title")
+LINK_KINDS = ("ref", "prop", "see")
+
+NOTE_ID = r"[a-z0-9_.-]+"
+_HEADING = re.compile(
+    r"^## `(?P<id>" + NOTE_ID + r")` +L(?P<start>[0-9]+)(?:-L(?P<end>[0-9]+))? +· +"
+    r"(?P<hash>[0-9a-f]{12}|\?{12}) *$"
+)
+_LINK = re.compile(r"^- (?P<kind>[a-z]+): *(?P<value>\S.*?) *$")
+_HEADER_LINE = re.compile(r"^(?P<key>[a-z0-9_]+): *(?P<value>.*?)(?: +#.*)? *$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: A ``see`` target: ``<version>/<upstream path>#<note id>``, version with a leading ``v``.
+SEE_TARGET = re.compile(r"^v(?P<version>[0-9]+\.[0-9]+\.[0-9]+)/(?P<path>[^#\s]+)#(?P<id>" + NOTE_ID + r")$")
+
+
+class AnnotationFormatError(ValueError):
+    """An annotation file breaks the format; names the file and the 1-based line."""
+
+    def __init__(self, path: Path | str, line: int, message: str) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.message = message
+        super().__init__(f"{path}:{line}: {message}")
+
+
+@dataclass
+class Note:
+    """One note: the prose about upstream lines ``start..end`` (1-based, inclusive)."""
+
+    id: str
+    start: int
+    end: int
+    hash: str  # first 12 hex digits of sha256 over the covered lines, or UNSTAMPED_HASH
+    body: str  # Markdown prose, without the link lines
+    refs: list[str] = field(default_factory=list)
+    props: list[str] = field(default_factory=list)
+    sees: list[str] = field(default_factory=list)
+    heading_line: int = 0  # 1-based line of the ``##`` heading in the annotation file
+
+    @property
+    def range_text(self) -> str:
+        """The range as written in headings and messages: ``L3`` or ``L3-L9``."""
+        return f"L{self.start}" if self.start == self.end else f"L{self.start}-L{self.end}"
+
+
+@dataclass
+class AnnotationFile:
+    """A parsed annotation file: the header, the introduction and the notes in file order."""
+
+    path: Path
+    upstream: str  # upstream path inside the release, e.g. vllm/core/block_manager.py
+    version: str  # release, e.g. 0.10.2
+    commit: str  # short commit id of the release
+    sha256: str  # of the whole upstream file, or UNSTAMPED_SHA256
+    coverage: float  # minimum % of non-blank upstream lines that notes must cover
+    title: str
+    intro: str
+    notes: list[Note]
+
+    def note(self, note_id: str) -> Note | None:
+        """The note with this id, or ``None``."""
+        return next((n for n in self.notes if n.id == note_id), None)
+
+    @property
+    def cite_path(self) -> str:
+        """How other files cite this one: ``v0.10.2/vllm/core/block_manager.py``."""
+        return f"v{self.version}/{self.upstream}"
+
+
+def upstream_lines(data: bytes) -> list[bytes]:
+    """Split upstream bytes into lines, each keeping its trailing ``\\n`` (only ``\\n`` ends a line).
+
+    Line numbers must agree with GitHub's ``#L`` anchors and with the hashes other tools compute,
+    so we split on ``\\n`` alone and keep the bytes exact (a final line without a newline stays so).
+    """
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def range_hash(lines: list[bytes], start: int, end: int) -> str:
+    """The note hash of lines ``start..end`` (1-based, inclusive): 12 hex digits of sha256."""
+    return hashlib.sha256(b"".join(lines[start - 1 : end])).hexdigest()[:12]
+
+
+def is_blank(line: bytes) -> bool:
+    """Blank lines (only whitespace) never need a note."""
+    return not line.strip()
+
+
+def _parse_header(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:
+    """Read the ``---`` block; return its values and the index of the first line after it."""
+    if not lines or lines[0].rstrip() != "---":
+        raise AnnotationFormatError(path, 1, "the file must start with a '---' header line")
+    values: dict[str, str] = {}
+    for index in range(1, len(lines)):
+        text = lines[index].rstrip()
+        if text == "---":
+            break
+        if not text.strip():
+            continue
+        match = _HEADER_LINE.match(text)
+        if not match:
+            raise AnnotationFormatError(path, index + 1, f"header line is not 'key: value': {text!r}")
+        key = match["key"]
+        if key not in HEADER_KEYS:
+            raise AnnotationFormatError(path, index + 1, f"unknown header key {key!r} (known: {', '.join(HEADER_KEYS)})")
+        if key in values:
+            raise AnnotationFormatError(path, index + 1, f"header key {key!r} given twice")
+        values[key] = match["value"]
+    else:
+        raise AnnotationFormatError(path, len(lines), "the header has no closing '---' line")
+    missing = [k for k in HEADER_KEYS if k not in values]
+    if missing:
+        raise AnnotationFormatError(path, index + 1, f"header lacks {', '.join(missing)}")
+    _validate_header(path, values, lines)
+    return values, index + 1
+
+
+def _validate_header(path: Path, values: dict[str, str], lines: list[str]) -> None:
+    def line_of(key: str) -> int:
+        return next(i + 1 for i, t in enumerate(lines) if t.startswith(key + ":"))
+
+    if not _VERSION.match(values["version"]):
+        raise AnnotationFormatError(path, line_of("version"), f"version {values['version']!r} is not like 0.10.2")
+    if not _COMMIT.match(values["commit"]):
+        raise AnnotationFormatError(path, line_of("commit"), f"commit {values['commit']!r} is not a hex commit id")
+    if values["sha256"] != UNSTAMPED_SHA256 and not _SHA256.match(values["sha256"]):
+        raise AnnotationFormatError(path, line_of("sha256"), "sha256 must be 64 lowercase hex digits or '?'")
+    upstream = values["upstream"]
+    if not upstream or upstream.startswith("/") or ".." in upstream.split("/"):
+        raise AnnotationFormatError(path, line_of("upstream"), f"upstream {upstream!r} is not a relative path")
+    try:
+        coverage = float(values["coverage"])
+    except ValueError:
+        raise AnnotationFormatError(path, line_of("coverage"), f"coverage {values['coverage']!r} is not a number") from None
+    if not 0 <= coverage <= 100:
+        raise AnnotationFormatError(path, line_of("coverage"), f"coverage {coverage} is outside 0..100")
+    if not values["title"].strip():
+        raise AnnotationFormatError(path, line_of("title"), "title is empty")
+
+
+def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[str, dict[str, list[str]]]:
+    """Separate the trailing link lines of a note from its prose; links must come last."""
+    links: dict[str, list[str]] = {kind: [] for kind in LINK_KINDS}
+    prose: list[str] = []
+    first_link: int | None = None
+    in_fence = False
+    for offset, text in enumerate(body_lines):
+        line_no = heading_line + 1 + offset
+        if _FENCE.match(text):
+            in_fence = not in_fence
+        match = None if in_fence else _LINK.match(text)
+        kind = match["kind"] if match else None
+        if kind in LINK_KINDS:
+            if first_link is None:
+                first_link = line_no
+            if kind == "see" and not SEE_TARGET.match(match["value"]):
+                raise AnnotationFormatError(
+                    path, line_no, f"see target {match['value']!r} is not 'v<version>/<path>#<note id>'"
+                )
+            links[kind].append(match["value"])
+            continue
+        if kind is not None and kind.startswith(("ref", "prop", "see")):
+            raise AnnotationFormatError(path, line_no, f"unknown link kind {kind!r} (known: {', '.join(LINK_KINDS)})")
+        if first_link is not None and text.strip():
+            raise AnnotationFormatError(
+                path, line_no, f"prose after the link lines that start at line {first_link}; links must end the note"
+            )
+        prose.append(text)
+    return "\n".join(prose).strip("\n"), links
+
+
+def parse(path: Path | str) -> AnnotationFile:
+    """Parse one annotation file strictly; raise :class:`AnnotationFormatError` on any defect."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise AnnotationFormatError(path, 1, f"not UTF-8: {err}") from None
+    return parse_text(path, text)
+
+
+def parse_text(path: Path | str, text: str) -> AnnotationFile:
+    """Parse annotation ``text`` as if read from ``path`` (used for messages only)."""
+    path = Path(path)
+    lines = text.split("\n")
+    header, body_start = _parse_header(path, lines)
+    headings: list[tuple[int, re.Match[str]]] = []
+    in_fence = False
+    for index in range(body_start, len(lines)):
+        line = lines[index]
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if in_fence or not line.startswith("## "):
+            continue
+        match = _HEADING.match(line.rstrip())
+        if not match:
+            raise AnnotationFormatError(
+                path, index + 1,
+                "a level-2 heading must be a note: '## `note.id` L<start>-L<end> · <12 hex or ?>'"
+                f" (use ### for other sections); got {line.strip()!r}",
+            )
+        headings.append((index, match))
+    notes: list[Note] = []
+    seen: dict[str, int] = {}
+    for position, (index, match) in enumerate(headings):
+        start = int(match["start"])
+        end = int(match["end"]) if match["end"] else start
+        if start < 1 or end < start:
+            raise AnnotationFormatError(path, index + 1, f"range L{start}-L{end} is empty or starts before line 1")
+        note_id = match["id"]
+        if note_id in seen:
+            raise AnnotationFormatError(path, index + 1, f"note id {note_id!r} already used at line {seen[note_id]}")
+        seen[note_id] = index + 1
+        stop = headings[position + 1][0] if position + 1 < len(headings) else len(lines)
+        body, links = _split_links(path, index + 1, lines[index + 1 : stop])
+        notes.append(
+            Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1)
+        )
+    intro_stop = headings[0][0] if headings else len(lines)
+    return AnnotationFile(
+        path=path,
+        upstream=header["upstream"],
+        version=header["version"],
+        commit=header["commit"],
+        sha256=header["sha256"],
+        coverage=float(header["coverage"]),
+        title=header["title"].strip(),
+        intro="\n".join(lines[body_start:intro_stop]).strip("\n"),
+        notes=notes,
+    )
+
+
+def annotation_paths(root: Path = ANNOTATIONS_ROOT) -> list[Path]:
+    """Every annotation file under ``root``: ``v<version>/**/*.md``, sorted."""
+    return sorted(p for p in root.glob("v*/**/*.md") if p.is_file())
+
+
+def discover(root: Path = ANNOTATIONS_ROOT) -> list[AnnotationFile]:
+    """Parse every annotation file under ``root`` (the first malformed one raises)."""
+    return [parse(p) for p in annotation_paths(root)]
+
+
+def stamp_text(path: Path, text: str, reader: Reader) -> tuple[str, list[str]]:
+    """Fill ``????????????`` note hashes and a ``?`` header sha256 from the upstream bytes.
+
+    Existing hashes are never overwritten: a wrong one is drift for ``check`` to report, not
+    something to paper over. Raises ``ValueError`` (nothing changed) when the file cannot be
+    stamped honestly: the header sha256 names other bytes, or a note lies outside the file.
+    """
+    af = parse_text(path, text)
+    data = reader(af.version, af.upstream)
+    actual = hashlib.sha256(data).hexdigest()
+    if af.sha256 not in (UNSTAMPED_SHA256, actual):
+        raise ValueError(f"{path}: header sha256 {af.sha256} is not that of {af.upstream} @ {af.version} ({actual})")
+    lines = upstream_lines(data)
+    out = text.split("\n")
+    changes: list[str] = []
+    for note in af.notes:
+        if note.end > len(lines):
+            raise ValueError(f"{path}: note `{note.id}` {note.range_text} ends after the last line L{len(lines)}")
+        if note.hash == UNSTAMPED_HASH:
+            heading = out[note.heading_line - 1].rstrip()
+            out[note.heading_line - 1] = heading[: -len(UNSTAMPED_HASH)] + range_hash(lines, note.start, note.end)
+            changes.append(f"note `{note.id}` {note.range_text}")
+    if af.sha256 == UNSTAMPED_SHA256:
+        for index, line in enumerate(out):
+            if re.match(r"^sha256: *\?", line):
+                out[index] = re.sub(r"^sha256: *\?", f"sha256: {actual}", line, count=1)
+                changes.append("header sha256")
+                break
+    return "\n".join(out), changes
