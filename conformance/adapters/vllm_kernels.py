@@ -1,0 +1,247 @@
+"""Running vLLM's own attention kernels on this machine, with the narrowest possible shims.
+
+vLLM's Triton kernels are ordinary ``@triton.jit`` functions and run on CPU tensors under the
+Triton interpreter (``TRITON_INTERPRET=1``). Three things stand in the way on a machine without a
+GPU, and each gets one narrow, temporary shim here:
+
+1. ``vllm/triton_utils/importing.py`` looks for an active Triton driver when vLLM is imported;
+   finding none, it swaps ``@triton.jit`` for a placeholder whose kernels silently do nothing.
+   With ``TRITON_INTERPRET=1`` *and* ``CUDA_VISIBLE_DEVICES=""`` set before the import (and
+   before Triton itself is first imported), the real decorator is kept. :func:`prepare` sets
+   both, or refuses when Triton is already loaded without them, and :func:`kernels` refuses to
+   hand out a kernel that is not an interpreted one.
+2. ``chunked_prefill_paged_decode`` imports ``vllm.platforms.rocm`` at call time to ask whether a
+   ROCm-only kernel should be used; in v0.33.0 importing that module queries the CUDA device and
+   fails. :func:`_no_rocm_query` installs, for the duration of one call, a stand-in module whose
+   only function answers "no" -- the answer a non-ROCm platform gives.
+3. ``triton_reshape_and_cache_flash`` (v0.33.0) asks ``torch.cuda.get_device_capability`` to size
+   its tiles. :func:`_answer_capability` answers ``(9, 0)`` for the duration of one call.
+
+Every wrapper poisons its output with NaN first, so a kernel that did not run is caught by the
+caller (see ``conformance.kernels.checks``). Importing this module imports neither vLLM nor torch's
+CUDA; vLLM is imported on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import types
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from conformance.lockstep import NotApplicable
+
+
+def prepare() -> None:
+    """Set the two environment variables vLLM's Triton kernels need on a CPU-only machine.
+
+    Both must be in place before the first import of Triton (its own library functions are
+    decorated when ``triton.language`` loads) and of vLLM. Call this first; it refuses, with a
+    clear message, when it is already too late.
+    """
+    if torch.cuda.is_available():
+        return
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        if "triton" in sys.modules:
+            raise RuntimeError(
+                "Triton was imported before TRITON_INTERPRET=1 was set, so its kernels cannot run "
+                "on this GPU-less machine: set TRITON_INTERPRET=1 (and CUDA_VISIBLE_DEVICES='') "
+                "in the environment, or call conformance.adapters.vllm_kernels.prepare() first")
+        os.environ["TRITON_INTERPRET"] = "1"
+    if "vllm" not in sys.modules:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def installed_version() -> str:
+    """The installed vLLM's version, or raise NotApplicable when vLLM is not importable."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("vllm")
+    except PackageNotFoundError as err:
+        raise NotApplicable("vLLM is not installed in this environment") from err
+
+
+@dataclass
+class VllmKernels:
+    """vLLM's kernel entry points that exist in the installed version (None where absent)."""
+
+    version: str
+    unified_attention: Callable | None
+    chunked_prefill_paged_decode: Callable | None
+    reshape_and_cache_flash: Callable | None
+    jit_objects: dict  # name -> the @triton.jit object, to prove it is a real kernel
+
+
+_CACHE: dict[str, VllmKernels] = {}
+
+# Where each entry point lives, by version family.
+_PATHS = {
+    "new": {"unified": "vllm.v1.attention.ops.triton_unified_attention",
+            "paged2d": "vllm.v1.attention.ops.chunked_prefill_paged_decode",
+            "cache": "vllm.v1.attention.ops.triton_reshape_and_cache_flash"},
+    "old": {"unified": "vllm.attention.ops.triton_unified_attention",
+            "paged2d": "vllm.attention.ops.chunked_prefill_paged_decode",
+            "cache": None},
+}
+
+
+def _import(name: str | None):
+    if name is None:
+        return None
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        return None
+
+
+def kernels() -> VllmKernels:
+    """Import vLLM's kernel modules (once) and check that their kernels are real."""
+    if "k" in _CACHE:
+        return _CACHE["k"]
+    version = installed_version()
+    prepare()
+    family = "new" if _import("vllm.v1.attention.ops.triton_unified_attention") else "old"
+    paths = _PATHS[family]
+    unified, paged2d, cache = (_import(paths[k]) for k in ("unified", "paged2d", "cache"))
+    jit = {}
+    if unified is not None:
+        jit["unified"] = getattr(unified, "kernel_unified_attention", None) or \
+            getattr(unified, "kernel_unified_attention_2d")
+    if paged2d is not None:
+        jit["paged2d"] = paged2d.kernel_paged_attention_2d
+    if cache is not None and hasattr(cache, "reshape_and_cache_kernel_flash"):
+        jit["cache"] = cache.reshape_and_cache_kernel_flash
+    for name, obj in jit.items():
+        kind = type(obj).__name__
+        if kind not in ("InterpretedFunction", "JITFunction"):
+            raise RuntimeError(
+                f"vLLM's {name} kernel is a {kind}, not a Triton kernel: vLLM was imported "
+                "without TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES='' on a machine with no GPU, "
+                "so its @triton.jit was replaced by a placeholder")
+    found = VllmKernels(
+        version=version,
+        unified_attention=getattr(unified, "unified_attention", None),
+        chunked_prefill_paged_decode=getattr(paged2d, "chunked_prefill_paged_decode", None),
+        reshape_and_cache_flash=getattr(cache, "triton_reshape_and_cache_flash", None),
+        jit_objects=jit,
+    )
+    _CACHE["k"] = found
+    return found
+
+
+@contextlib.contextmanager
+def _no_rocm_query():
+    """While active, ``import vllm.platforms.rocm`` yields a stand-in that declines ROCm kernels."""
+    name = "vllm.platforms.rocm"
+    if name in sys.modules or torch.cuda.is_available():
+        yield
+        return
+    stand_in = types.ModuleType(name)
+    stand_in.use_rocm_custom_paged_attention = lambda *args, **kwargs: False
+    sys.modules[name] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
+
+
+@contextlib.contextmanager
+def _answer_capability(capability=(9, 0)):
+    """While active on a GPU-less machine, ``torch.cuda.get_device_capability`` returns a value."""
+    if torch.cuda.is_available():
+        yield
+        return
+    original = torch.cuda.get_device_capability
+    torch.cuda.get_device_capability = lambda *args, **kwargs: capability
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_capability = original
+
+
+def _ones(device) -> torch.Tensor:
+    return torch.ones(1, dtype=torch.float32, device=device)
+
+
+def unified_attention(query, key_cache, value_cache, block_tables, query_start_loc, seq_lens,
+                      scale, alibi_slopes=None, window_left=-1, softcap=0.0,
+                      segments: int | None = None) -> torch.Tensor:
+    """vLLM's ``unified_attention`` on a flash-layout cache; returns a fresh output tensor.
+
+    ``segments`` (v0.33.0 only) asks for the split-K ("3D") path with that many segments per
+    sequence, which vLLM takes for decode-only batches; v0.10.2 picks its 3D path on its own.
+    """
+    k = kernels()
+    if k.unified_attention is None:
+        raise NotApplicable(f"vLLM {k.version} has no Triton unified_attention")
+    out = torch.full_like(query, float("nan"))
+    starts = query_start_loc.tolist()
+    max_q = max(b - a for a, b in zip(starts, starts[1:]))
+    kwargs = dict(
+        q=query, k=key_cache, v=value_cache, out=out, cu_seqlens_q=query_start_loc,
+        max_seqlen_q=max_q, seqused_k=seq_lens, max_seqlen_k=int(seq_lens.max()),
+        softmax_scale=scale, causal=True,
+        window_size=(window_left, 0) if window_left >= 0 else (-1, -1),
+        block_table=block_tables, softcap=softcap, q_descale=None,
+        k_descale=_ones(query.device), v_descale=_ones(query.device), alibi_slopes=alibi_slopes,
+    )
+    if segments is not None:
+        num_tokens, num_heads, head_size = query.shape
+        padded = 1 << (head_size - 1).bit_length()
+        kwargs.update(
+            seq_threshold_3D=1 << 20, num_par_softmax_segments=segments,
+            softmax_segm_output=torch.empty((num_tokens, num_heads, segments, padded),
+                                            dtype=torch.float32, device=query.device),
+            softmax_segm_max=torch.empty((num_tokens, num_heads, segments),
+                                         dtype=torch.float32, device=query.device),
+            softmax_segm_expsum=torch.empty((num_tokens, num_heads, segments),
+                                            dtype=torch.float32, device=query.device),
+        )
+    k.unified_attention(**kwargs)
+    return out
+
+
+def paged_attention_2d(query, key_cache, value_cache, block_tables, seq_lens, scale,
+                       alibi_slopes=None) -> torch.Tensor:
+    """vLLM's ``kernel_paged_attention_2d`` (classic layout) through ``chunked_prefill_paged_decode``.
+
+    Decode-only: one query token per sequence, so vLLM's prefill half (``context_attention_fwd``)
+    is skipped and every sequence goes through the 2D paged kernel.
+    """
+    k = kernels()
+    if k.chunked_prefill_paged_decode is None:
+        raise NotApplicable(f"vLLM {k.version} has no chunked_prefill_paged_decode")
+    num_seqs, _, head_size = query.shape
+    num_kv_heads = key_cache.shape[1]
+    out = torch.full_like(query, float("nan"))
+    new_kv = torch.zeros((num_seqs, num_kv_heads, head_size), dtype=query.dtype,
+                         device=query.device)  # the step's own K/V: already in the cache
+    with _no_rocm_query():
+        k.chunked_prefill_paged_decode(
+            query=query, key=new_kv, value=new_kv.clone(), output=out, kv_cache_dtype="auto",
+            key_cache=key_cache, value_cache=value_cache, block_table=block_tables,
+            query_start_loc=torch.arange(num_seqs + 1, dtype=torch.int32, device=query.device),
+            seq_lens=seq_lens, max_seq_len=int(seq_lens.max()), max_query_len=1,
+            k_scale=_ones(query.device), v_scale=_ones(query.device),
+            alibi_slopes=alibi_slopes, sliding_window=None, sm_scale=scale,
+        )
+    return out
+
+
+def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping) -> None:
+    """vLLM's Triton cache write (v0.33.0); writes the caches in place.
+
+    It accepts both the flash layout and, through its head-major path, the classic 5-D layout.
+    """
+    k = kernels()
+    if k.reshape_and_cache_flash is None:
+        raise NotApplicable(f"vLLM {k.version} has no Triton reshape_and_cache_flash")
+    with _answer_capability():
+        k.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, "auto",
+                                  _ones(key.device), _ones(key.device))

@@ -1,0 +1,151 @@
+"""Kernel conformance properties: vLLM's kernels and the reference's must compute the same thing.
+
+CPU lane (runs inside both vLLM environments under the Triton interpreter):
+
+* ``kernel.reshape_and_cache_flash`` -- vLLM's Triton cache write (v0.33.0) vs ours vs the oracle;
+* ``kernel.unified_attention`` -- vLLM's Triton unified attention vs our varlen kernel vs the oracle;
+* ``kernel.paged_attention_2d`` -- vLLM's ``kernel_paged_attention_2d`` vs our decode v1/v2.
+
+GPU lane (needs a CUDA GPU and ``vllm._custom_ops``; see ``conformance/gpu`` for a bare GPU):
+``kernel.cuda.paged_attention_v1``, ``kernel.cuda.paged_attention_v2``,
+``kernel.cuda.reshape_and_cache``, ``kernel.cuda.reshape_and_cache_flash``.
+
+Importing this module imports neither vLLM nor Triton; a property imports them when it runs,
+after :func:`conformance.adapters.vllm_kernels.prepare` has set up the environment.
+"""
+
+from __future__ import annotations
+
+from conformance.lockstep import NotApplicable
+from conformance.properties import Property, Result
+
+
+def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress) -> Result:
+    """Draw ``examples`` cases from a strategy in ``checks`` and run one check on each."""
+    from conformance.adapters import vllm_kernels as vk
+
+    vk.prepare()
+    vk.installed_version()  # NotApplicable when vLLM is absent
+    from hypothesis import HealthCheck, given, settings
+
+    from conformance.kernels import checks
+
+    strategy = getattr(checks, strategy_name)
+    check = getattr(checks, check_name)
+    vk.kernels()  # import vLLM once, outside the timed examples
+    done = {"n": 0, "last": None}
+
+    @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
+              suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case):
+        done["last"] = case
+        done["n"] += 1
+        if progress:
+            progress(done["n"])
+        check(case)
+
+    try:
+        run()
+    except NotApplicable:
+        raise
+    except Exception as err:  # a mismatch (after shrinking) or a harness error
+        return Result(False, done["n"], 0, f"{type(err).__name__}: {err}"[:2000],
+                      {"case": {k: str(v) for k, v in (done["last"] or {}).items()}})
+    return Result(True, done["n"], 0, f"vLLM {vk.kernels().version}: {done['n']} cases agree")
+
+
+def run_cache_write(examples: int, steps: int = 0, progress=None) -> Result:
+    from conformance.adapters import vllm_kernels as vk
+
+    vk.prepare()
+    if vk.kernels().reshape_and_cache_flash is None:
+        raise NotApplicable(f"vLLM {vk.kernels().version} has no Triton reshape_and_cache_flash")
+    return _run_hypothesis("cache_write_cases", "check_reshape_and_cache_flash", examples,
+                           progress)
+
+
+def run_unified(examples: int, steps: int = 0, progress=None) -> Result:
+    return _run_hypothesis("flash_attention_case", "check_unified_attention", examples,
+                           progress)
+
+
+def run_paged_2d(examples: int, steps: int = 0, progress=None) -> Result:
+    return _run_hypothesis("classic_attention_case", "check_paged_attention_2d", examples,
+                           progress)
+
+
+def _cuda_ops(op_name: str):
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NotApplicable("no CUDA GPU (run conformance/gpu/run.sh on a GPU machine)")
+    try:
+        from vllm import _custom_ops as ops
+    except Exception as err:  # noqa: BLE001
+        raise NotApplicable(f"vllm._custom_ops is not importable: {err}") from err
+    if not hasattr(ops, op_name):
+        raise NotApplicable(f"this vLLM's _custom_ops has no {op_name}")
+    return ops
+
+
+def _cuda_property(kind: str):
+    def run(examples: int, steps: int = 0, progress=None) -> Result:
+        import torch
+
+        from conformance.gpu import cuda_checks as cc
+
+        op = {"v1": "paged_attention_v1", "v2": "paged_attention_v2",
+              "classic": "reshape_and_cache", "flash": "reshape_and_cache_flash"}[kind]
+        ops = _cuda_ops(op)
+        done = 0
+        try:
+            for seed in range(max(1, examples)):
+                for dtype in cc.DTYPES:
+                    for head in cc.HEAD_SIZES:
+                        for block in cc.BLOCK_SIZES:
+                            if kind in ("v1", "v2"):
+                                cc.check_paged_attention(ops, kind, dtype, head, block, seed,
+                                                         use_alibi=seed % 2 == 1)
+                            else:
+                                cc.check_cache_write(ops, kind, dtype, head, block, seed)
+                            done += 1
+                            if progress:
+                                progress(done)
+        except AssertionError as err:
+            return Result(False, done, 0, str(err))
+        return Result(True, done, 0,
+                      f"{done} configurations agree on {torch.cuda.get_device_name()}")
+    return run
+
+
+PROPERTIES = [
+    Property(name="kernel.reshape_and_cache_flash",
+             checks="vLLM's Triton reshape_and_cache_flash writes the same bits as the reference "
+                    "Triton write and the oracle (flash and classic layouts, slot -1 skipped)",
+             run=run_cache_write,
+             needs="vllm/v1/attention/ops/triton_reshape_and_cache_flash.py (v0.33.0)"),
+    Property(name="kernel.unified_attention",
+             checks="vLLM's Triton unified_attention output equals the reference varlen kernel "
+                    "and the oracle within dtype tolerance (chunked prefill, window, soft cap, "
+                    "ALiBi, GQA; split-K path too where vLLM has it)",
+             run=run_unified, needs="triton_unified_attention.unified_attention"),
+    Property(name="kernel.paged_attention_2d",
+             checks="vLLM's kernel_paged_attention_2d (classic layout, via "
+                    "chunked_prefill_paged_decode) equals reference decode v1/v2 and the oracle",
+             run=run_paged_2d, needs="chunked_prefill_paged_decode.kernel_paged_attention_2d"),
+    Property(name="kernel.cuda.paged_attention_v1",
+             checks="vLLM's CUDA paged_attention_v1 equals reference Triton v1 and the oracle",
+             run=_cuda_property("v1"), needs="a CUDA GPU and vllm._custom_ops.paged_attention_v1"),
+    Property(name="kernel.cuda.paged_attention_v2",
+             checks="vLLM's CUDA paged_attention_v2 equals reference Triton v2 and the oracle",
+             run=_cuda_property("v2"), needs="a CUDA GPU and vllm._custom_ops.paged_attention_v2"),
+    Property(name="kernel.cuda.reshape_and_cache",
+             checks="vLLM's CUDA reshape_and_cache writes the same bits as the reference",
+             run=_cuda_property("classic"),
+             needs="a CUDA GPU and vllm._custom_ops.reshape_and_cache"),
+    Property(name="kernel.cuda.reshape_and_cache_flash",
+             checks="vLLM's CUDA reshape_and_cache_flash writes the same bits as the reference",
+             run=_cuda_property("flash"),
+             needs="a CUDA GPU and vllm._custom_ops.reshape_and_cache_flash"),
+]
