@@ -15,14 +15,29 @@ import pytest
 from conformance.gpu import build, run
 
 REPO = Path(__file__).resolve().parents[2]
-CSRC_CANDIDATES = [os.environ.get("PASTUDY_VLLM_CSRC", ""), "/tmp/src/vllm-0.10.2/csrc"]
 
 
-def csrc_dir() -> Path | None:
-    for candidate in CSRC_CANDIDATES:
-        if candidate and Path(candidate, "attention", "attention_kernels.cuh").is_file():
-            return Path(candidate)
-    return None
+def csrc_dir(scratch: Path) -> Path | None:
+    """vLLM v0.10.2's csrc/: $PASTUDY_VLLM_CSRC, else unpacked from the pinned, sha256-verified
+    sdist that ``annotations.upstream`` fetches and caches (None only when it cannot be had)."""
+    given = os.environ.get("PASTUDY_VLLM_CSRC", "")
+    if given and Path(given, "attention", "attention_kernels.cuh").is_file():
+        return Path(given)
+    import tarfile
+
+    from annotations.upstream import UpstreamError, sdist_path
+
+    try:
+        archive = sdist_path("0.10.2")
+    except (UpstreamError, OSError) as err:
+        pytest.skip(f"the pinned vLLM 0.10.2 sdist cannot be fetched here: {err}")
+    prefix = "vllm-0.10.2/csrc/"
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
+        for m in members:
+            m.name = m.name[len("vllm-0.10.2/"):]
+        tar.extractall(scratch, members=members, filter="data")
+    return scratch / "csrc"
 
 
 def test_parse_args_defaults_and_build_needs_csrc():
@@ -97,9 +112,7 @@ ABSENT_OK = ["cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h", "cusolve
 def test_launcher_preprocesses_against_vllm_and_torch_headers(tmp_path):
     """Catches: a launcher that includes the wrong vLLM paths or names kernels/macros that do not
     exist in the pinned v0.10.2 sources: nvcc -E must resolve every include."""
-    csrc = csrc_dir()
-    if csrc is None:
-        pytest.skip("no unpacked vLLM v0.10.2 csrc/ (set PASTUDY_VLLM_CSRC)")
+    csrc = csrc_dir(tmp_path / "src")
     from torch.utils.cpp_extension import include_paths
     stubs = tmp_path / "stubs"
     for name in ABSENT_OK:
