@@ -1,0 +1,1 @@
+"""Benchmarks and experiments: scripts that print figures side by side; never timed assertions."""
