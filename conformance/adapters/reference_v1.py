@@ -1,0 +1,177 @@
+"""The reference V1 page manager behind the lockstep op vocabulary (semantics ``"v1"``).
+
+The vocabulary is the scheduler's side of the V1 protocol, one JSON dict per call:
+
+``{"op": "add_request", "req": "r1", "tokens": [...], "salt": null, "lora": null | "a" | "b"}``
+    register a request (its prompt is hashed at once); returns None.
+``{"op": "get_computed_blocks", "req": "r1"}``
+    prefix-cache lookup; returns ``{"block_ids": [[...] per group], "num_computed_tokens": n}``
+    and remembers the hit for the next ``allocate_slots`` of that request.
+``{"op": "allocate_slots", "req": "r1", "num_new_tokens": n, "use_hit": bool,
+"num_lookahead_tokens": k, "delay_cache_blocks": bool, "has_scheduled_reqs": bool}``
+    returns the new block ids per group, or None when the pool is too small. On success the
+    scheduler's bookkeeping follows: hit + ``num_new_tokens`` tokens become computed and the
+    request is running.
+``{"op": "append_tokens", "req": "r1", "tokens": [...]}``  a decode step's output tokens.
+``{"op": "preempt", "req": "r1"}``  release everything; recompute later.
+``{"op": "free", "req": "r1"}``  finished: release and forget.
+``{"op": "reset_prefix_cache"}``  returns whether it happened.
+``{"op": "evict_blocks", "block_ids": [...]}``  (v0.33.0 only).
+
+Refusals are reported by the category of the :mod:`reference.blocks.errors` class. A hit is
+usable only by the ``allocate_slots`` right after its lookup (any accepted state change in
+between makes it stale): the scheduler never lets the cache change between the two calls.
+
+This module never imports vLLM; the vLLM adapter reuses its config helpers and snapshot format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.lockstep import OpError
+from reference.blocks.errors import BlockManagerError, InvalidArgument, UnknownRequest
+from reference.blocks.policies import V1_POLICIES, V1Policy
+from reference.blocks.v1.hashing import LoRAIdentity
+from reference.blocks.v1.manager import ComputedBlocks, KVCacheManager
+from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow
+
+# The LoRA adapters a trace may name: name, integer id, path.
+LORAS: dict[str, tuple[str, int, str]] = {"a": ("adapter-a", 1, "/loras/a"), "b": ("adapter-b", 2, "/loras/b")}
+
+DEFAULT_ENTROPY = "5e" * 32  # the "random" bytes NONE_HASH uses where a release draws them
+
+
+def group_specs(config: dict) -> list[GroupSpec]:
+    """The reference group specs a lockstep config describes."""
+    block_size = config["block_size"]
+    specs: list[GroupSpec] = []
+    for group in config["groups"]:
+        if group["kind"] == "full":
+            specs.append(FullAttention(block_size))
+        elif group["kind"] == "sliding":
+            specs.append(SlidingWindow(block_size, group["window"]))
+        else:
+            raise ValueError(f"unknown group kind {group['kind']!r}")
+    return specs
+
+
+def config_entropy(config: dict) -> bytes:
+    """The 32 bytes that stand in for ``os.urandom(32)`` when a release seeds NONE_HASH randomly."""
+    return bytes.fromhex(config.get("entropy", DEFAULT_ENTROPY))
+
+
+def lora_identity(name: str | None) -> LoRAIdentity | None:
+    if name is None:
+        return None
+    if name not in LORAS:
+        raise OpError("invalid_argument", f"unknown LoRA {name!r}")
+    return LoRAIdentity(*LORAS[name])
+
+
+def hex_or_none(value: bytes | None) -> str | None:
+    return value.hex() if value is not None else None
+
+
+class ReferenceV1System:
+    """The reference KVCacheManager, driven by lockstep ops."""
+
+    def __init__(self, config: dict, label: str = "reference", policy: V1Policy | None = None) -> None:
+        """``policy`` overrides the config's named policy (tests use single-field variants)."""
+        self.label = label
+        self.config = config
+        entropy = config_entropy(config)
+        self.manager = KVCacheManager(
+            group_specs(config),
+            config["num_blocks"],
+            config["max_model_len"],
+            policy or V1_POLICIES[config["policy"]],
+            enable_caching=config.get("enable_caching", True),
+            hash_fn=config.get("hash_fn", "sha256"),
+            pythonhashseed=config.get("pythonhashseed"),
+            entropy=lambda n: entropy[:n],
+            watermark=config.get("watermark", 0.0),
+        )
+        self.pending_hits: dict[str, ComputedBlocks] = {}
+
+    # -- ops ----------------------------------------------------------------------------------
+    def apply(self, op: dict) -> Any:
+        try:
+            return self._apply(op)
+        except BlockManagerError as err:
+            raise OpError(err.category, str(err)) from None
+
+    def _apply(self, op: dict) -> Any:
+        kind, m = op["op"], self.manager
+        if kind == "add_request":
+            m.add_request(op["req"], op["tokens"], cache_salt=op.get("salt"), lora=lora_identity(op.get("lora")))
+            return None
+        if kind == "get_computed_blocks":
+            hit = m.get_computed_blocks(op["req"])
+            self.pending_hits[op["req"]] = hit
+            return {"block_ids": [list(ids) for ids in hit.block_ids()], "num_computed_tokens": hit.num_tokens}
+        if kind == "allocate_slots":
+            return self._allocate(op)
+        if kind == "append_tokens":
+            m.append_token_ids(op["req"], op["tokens"])
+            return None
+        if kind == "preempt":
+            m.preempt(op["req"])
+            return None
+        if kind == "free":
+            m.free(op["req"])
+            return None
+        if kind == "reset_prefix_cache":
+            return m.reset_prefix_cache()
+        if kind == "evict_blocks":
+            m.evict_blocks(op["block_ids"])
+            return None
+        raise OpError("invalid_argument", f"unknown op {kind!r}")
+
+    def _allocate(self, op: dict) -> list[list[int]] | None:
+        request_id = op["req"]
+        if request_id not in self.manager.requests:
+            raise UnknownRequest(f"unknown request {request_id!r}")
+        hit = None
+        if op.get("use_hit"):
+            hit = self.pending_hits.get(request_id)
+            if hit is None:
+                raise InvalidArgument(f"no prefix-cache lookup for {request_id!r} to adopt")
+        num_hit = hit.num_tokens if hit else 0
+        blocks = self.manager.allocate_slots(
+            request_id,
+            op["num_new_tokens"],
+            num_hit,
+            hit,
+            op.get("num_lookahead_tokens", 0),
+            op.get("delay_cache_blocks", False),
+            op.get("has_scheduled_reqs", True),
+        )
+        self.pending_hits.pop(request_id, None)
+        if blocks is None:
+            return None
+        self.manager.mark_computed(request_id, num_hit + op["num_new_tokens"])
+        return [[b.block_id for b in group] for group in blocks]
+
+    # -- observation --------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        m, pool = self.manager, self.manager.pool
+        requests = {}
+        for request_id, state in m.requests.items():
+            requests[request_id] = {
+                "tables": [[b.block_id for b in g.blocks(request_id)] for g in m.groups],
+                "num_cached_blocks": [g.num_cached_block.get(request_id, 0) for g in m.groups],
+                "num_computed_tokens": state.num_computed_tokens,
+                "num_tokens": state.num_tokens,
+                "block_hashes": [h.hex() for h in state.block_hashes],
+                "status": state.status.value,
+            }
+        return {
+            "none_hash": m.none_hash.hex(),
+            "free_queue": pool.free_queue.block_ids(),
+            "num_free_blocks": pool.num_free_blocks,
+            "usage": round(pool.usage, 9),
+            "blocks": [[b.ref_cnt, hex_or_none(b.block_hash)] for b in pool.blocks],
+            "cached": sorted([key.hex(), list(holders)] for key, holders in pool.cached.items()),
+            "requests": requests,
+        }

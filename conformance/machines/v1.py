@@ -1,0 +1,290 @@
+"""Semantics ``"v1"``: the reference V1 page manager and vLLM's, in lockstep.
+
+The machine plays a scheduler with a small, adversarial workload: prompts drawn from two short
+*stems* over a three-token alphabet (so prefixes are shared and prefix hits are frequent),
+chunked prefill of random sizes, decode steps with lookahead slots, preemption and re-admission,
+finishing, prefix-cache resets and targeted evictions, on pools small enough that allocations
+fail and cached blocks are evicted. Configs vary the block size, the groups (full attention,
+sliding window, both), caching on/off, both hash functions, the NONE_HASH seed, cache salts,
+LoRA adapters and (v0.33.0) the watermark. After every op the engine compares the outcome and
+the whole snapshot (block tables, free-queue order, every block's ref count and hash, the
+prefix-cache map, request hashes).
+
+``make_systems`` pairs the reference with the installed vLLM, or -- with ``"peer": "reference"``
+in the config -- with a second reference, which tests the machine itself without vLLM.
+Importing this module does not import vLLM.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, precondition, rule
+
+from conformance.lockstep import LockstepMachine, NotApplicable, run_machine
+from conformance.properties import Property
+
+SEMANTICS = "v1"
+ALPHABET = (0, 1, 2)
+MAX_LIVE_REQUESTS = 5
+
+
+def make_systems(config: dict):
+    """(reference, vLLM) for ``config``; (reference, reference) when ``config["peer"] == "reference"``."""
+    from conformance.adapters.reference_v1 import ReferenceV1System
+
+    reference = ReferenceV1System(config)
+    if config.get("peer") == "reference":
+        return reference, ReferenceV1System(config, label="reference-peer")
+    try:
+        from conformance.adapters.vllm_v1 import VllmV1System
+
+        return reference, VllmV1System(config)
+    except ImportError as err:
+        raise NotApplicable(f"vLLM cannot be imported: {err}") from None
+
+
+def target_policy() -> str:
+    """The policy of the installed vLLM (NotApplicable without one)."""
+    from conformance.adapters.vllm_v1 import installed_policy_name
+
+    return installed_policy_name()
+
+
+@st.composite
+def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dict:
+    """A lockstep config: pool, groups, caching, hashing and watermark settings."""
+    block_size = draw(st.sampled_from([2, 4]))
+    full = {"kind": "full"}
+    if sliding:
+        sw = {"kind": "sliding", "window": draw(st.integers(2, 3 * block_size + 1))}
+        groups = draw(st.sampled_from([[sw], [full, sw], [full, sw, sw], [sw, full]]))
+    else:
+        groups = [full]
+    tight = draw(st.booleans())
+    per_group = draw(st.integers(2, 5) if tight else st.integers(6, 12))
+    config = {
+        "policy": policy,
+        "block_size": block_size,
+        "num_blocks": 1 + per_group * len(groups),
+        "groups": groups,
+        "max_model_len": draw(st.integers(3 * block_size, 8 * block_size)),
+        "enable_caching": draw(st.sampled_from([True, True, True, False])),
+        "hash_fn": draw(st.sampled_from(["sha256", "sha256_cbor"])),
+        "pythonhashseed": draw(st.sampled_from([None, "0", "1234"])),
+        "entropy": draw(st.sampled_from(["5e" * 32, "a1" * 32])),
+        "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if policy == "v0.33.0" else 0.0,
+    }
+    if peer:
+        config["peer"] = peer
+    return config
+
+
+class V1Machine(LockstepMachine):
+    """Scheduler-like op sequences against two V1 page managers."""
+
+    semantics_module = __name__
+    sliding = False  # draw configs with a sliding-window group
+    peer: str | None = None  # "reference": pair the reference with itself
+    policies: tuple[str, ...] = ()  # () = the installed vLLM's policy
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_id = 0
+        self.finished: list[str] = []
+        self.last_lookup: tuple[str, int] | None = None  # (request, hit length) of the last lookup
+        self.stems: list[list[int]] = []
+
+    # -- helpers ------------------------------------------------------------------------------
+    def live(self) -> dict:
+        """The live requests' status and progress, read cheaply from the reference side."""
+        if self.a is None:
+            return {}
+        return {
+            r: {"status": s.status.value, "num_computed_tokens": s.num_computed_tokens, "num_tokens": s.num_tokens}
+            for r, s in self.a.manager.requests.items()
+        }
+
+    def act(self, op: dict) -> dict:
+        out = self.step(op)
+        self.last_lookup = None
+        return out
+
+    def remaining(self, req: str, hit: int = 0) -> int:
+        state = self.live()[req]
+        return state["num_tokens"] - state["num_computed_tokens"] - hit
+
+    def allows_delay(self) -> bool:
+        # v0.10.2 caches the null block when a delayed sliding-window table is cached later
+        # (a defect the reference does not model), so delayed caching is drawn only where both
+        # releases are well defined.
+        return self.trace["config"]["policy"] == "v0.33.0" or not self.sliding
+
+    def allocation_extras(self, data) -> dict:
+        extras = {"num_lookahead_tokens": data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead")}
+        if self.allows_delay():
+            extras["delay_cache_blocks"] = data.draw(st.sampled_from([False, False, False, True]), label="delay")
+        if self.trace["config"]["policy"] == "v0.33.0":
+            extras["has_scheduled_reqs"] = data.draw(st.booleans(), label="has_scheduled")
+        return extras
+
+    # -- rules --------------------------------------------------------------------------------
+    @initialize(data=st.data())
+    def setup(self, data) -> None:
+        policy = data.draw(st.sampled_from(self.policies)) if self.policies else target_policy()
+        config = data.draw(v1_configs(policy, self.sliding, self.peer), label="config")
+        self.start(config)
+        bs = config["block_size"]
+        self.stems = [data.draw(st.lists(st.sampled_from(ALPHABET), min_size=bs, max_size=3 * bs), label="stem")
+                      for _ in range(2)]
+
+    @precondition(lambda self: len(self.live()) < MAX_LIVE_REQUESTS)
+    @rule(data=st.data())
+    def add_request(self, data) -> None:
+        limit = self.trace["config"]["max_model_len"]
+        stem = data.draw(st.sampled_from(self.stems + [[]]), label="stem")
+        suffix = data.draw(st.lists(st.sampled_from(ALPHABET), max_size=2 * self.trace["config"]["block_size"]))
+        tokens = (stem + suffix)[:limit] or [0]
+        req = f"r{self.next_id}"
+        self.next_id += 1
+        self.act({"op": "add_request", "req": req, "tokens": tokens,
+                  "salt": data.draw(st.sampled_from([None, None, None, "s1"]), label="salt"),
+                  "lora": data.draw(st.sampled_from([None, None, None, None, "a", "b"]), label="lora")})
+
+    @precondition(lambda self: bool(self.live()))
+    @rule(data=st.data())
+    def lookup(self, data) -> None:
+        req = data.draw(st.sampled_from(sorted(self.live())), label="req")
+        out = self.step({"op": "get_computed_blocks", "req": req})
+        self.last_lookup = (req, out["result"]["num_computed_tokens"]) if "result" in out else None
+
+    @precondition(lambda self: bool(self.live()))
+    @rule(data=st.data())
+    def allocate(self, data) -> None:
+        """A prefill chunk (sometimes an empty, oversized or hit-less one) for a request with work left."""
+        live = self.live()
+        busy = sorted(r for r, s in live.items() if s["num_computed_tokens"] < s["num_tokens"])
+        pool = busy if busy and data.draw(st.integers(0, 4), label="odd") else sorted(live)
+        req = data.draw(st.sampled_from(pool), label="req")
+        looked_up = self.last_lookup is not None and self.last_lookup[0] == req
+        use_hit = data.draw(st.booleans() if looked_up else st.sampled_from([False] * 5 + [True]), label="use_hit")
+        hit = self.last_lookup[1] if use_hit and looked_up else 0
+        left = self.remaining(req, hit)
+        n = data.draw(st.one_of(st.just(left), st.integers(1, max(1, left)), st.just(0), st.just(left + 1)), label="n")
+        self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": use_hit,
+                  **self.allocation_extras(data)})
+
+    @precondition(lambda self: any(r["status"] != "running" for r in self.live().values()))
+    @rule(data=st.data())
+    def admit(self, data) -> None:
+        """Lookup then adopt the hit at once, as the scheduler admits a waiting request."""
+        waiting = sorted(r for r, s in self.live().items() if s["status"] != "running")
+        req = data.draw(st.sampled_from(waiting), label="req")
+        out = self.step({"op": "get_computed_blocks", "req": req})
+        left = self.remaining(req, out["result"]["num_computed_tokens"])
+        n = data.draw(st.one_of(st.just(left), st.integers(0, left)), label="chunk")
+        self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": True,
+                  **self.allocation_extras(data)})
+
+    @precondition(lambda self: any(
+        s["status"] == "running" and s["num_computed_tokens"] == s["num_tokens"] for s in self.live().values()))
+    @rule(data=st.data())
+    def decode(self, data) -> None:
+        """Append one or two output tokens, then allocate a slot for them."""
+        done = sorted(r for r, s in self.live().items()
+                      if s["status"] == "running" and s["num_computed_tokens"] == s["num_tokens"])
+        req = data.draw(st.sampled_from(done), label="req")
+        tokens = data.draw(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=2), label="tokens")
+        out = self.act({"op": "append_tokens", "req": req, "tokens": tokens})
+        if "result" in out:
+            self.act({"op": "allocate_slots", "req": req, "num_new_tokens": len(tokens), "use_hit": False,
+                      **self.allocation_extras(data)})
+
+    @precondition(lambda self: any(s["status"] == "running" for s in self.live().values()))
+    @rule(data=st.data())
+    def preempt(self, data) -> None:
+        """Preempt a running request (now and then a waiting or preempted one, to be refused)."""
+        live = self.live()
+        running = sorted(r for r, s in live.items() if s["status"] == "running")
+        pool = running if data.draw(st.integers(0, 4), label="odd") else sorted(live)
+        req = data.draw(st.sampled_from(pool), label="req")
+        self.act({"op": "preempt", "req": req})
+
+    @precondition(lambda self: bool(self.live()) or bool(self.finished))
+    @rule(data=st.data())
+    def free(self, data) -> None:
+        req = data.draw(st.sampled_from(sorted(self.live()) + self.finished[-2:]), label="req")
+        out = self.act({"op": "free", "req": req})
+        if "result" in out:
+            self.finished.append(req)
+
+    @precondition(lambda self: bool(self.finished))
+    @rule(data=st.data())
+    def misuse_finished(self, data) -> None:
+        """Ops on a finished request must be refused identically."""
+        req = data.draw(st.sampled_from(self.finished[-2:]), label="req")
+        op = data.draw(st.sampled_from([
+            {"op": "append_tokens", "req": req, "tokens": [1]},
+            {"op": "allocate_slots", "req": req, "num_new_tokens": 1, "use_hit": False},
+            {"op": "get_computed_blocks", "req": req},
+            {"op": "preempt", "req": req},
+        ]), label="op")
+        self.act(op)
+
+    @precondition(lambda self: bool(self.finished))
+    @rule(data=st.data())
+    def maintain_cache(self, data) -> None:
+        """Reset the prefix cache (refused while blocks are in use) or evict chosen blocks (v0.33.0)."""
+        can_evict = self.trace["config"]["policy"] == "v0.33.0"
+        if can_evict and data.draw(st.booleans(), label="evict"):
+            top = self.trace["config"]["num_blocks"] - 1
+            ids = data.draw(st.lists(st.integers(0, top), max_size=3, unique=True), label="block_ids")
+            self.act({"op": "evict_blocks", "block_ids": ids})
+        else:
+            self.act({"op": "reset_prefix_cache"})
+
+
+class V1LifecycleMachine(V1Machine):
+    """Full-attention configs against the installed vLLM."""
+
+
+class V1SlidingWindowMachine(V1Machine):
+    """Configs with a sliding-window group against the installed vLLM."""
+
+    sliding = True
+
+
+class V1ReferencePeerLifecycle(V1Machine):
+    """Reference against reference, both policies: the machine itself, without vLLM."""
+
+    peer = "reference"
+    policies = ("v0.33.0", "v0.10.2")
+
+
+class V1ReferencePeerSlidingWindow(V1ReferencePeerLifecycle):
+    sliding = True
+
+
+PROPERTIES = [
+    Property(
+        name="v1.lifecycle",
+        checks=(
+            "After every add/lookup/allocate/decode/preempt/free/reset/evict op on full-attention "
+            "configs (caching on and off, sha256 and sha256_cbor, tight pools), the reference and "
+            "vLLM's KVCacheManager return the same value or refusal and have identical block "
+            "tables, free-queue order, per-block ref counts and hashes, prefix-cache map and "
+            "request hashes."
+        ),
+        run=lambda examples, steps, progress=None: run_machine(V1LifecycleMachine, examples, steps, progress),
+        needs="vLLM 0.33.0 or 0.10.2 with the V1 KVCacheManager",
+    ),
+    Property(
+        name="v1.sliding_window",
+        checks=(
+            "The same lockstep comparison on configs with a sliding-window group (alone, or with "
+            "full attention in either order), covering window release to null blocks and "
+            "right-to-left sliding-window prefix hits."
+        ),
+        run=lambda examples, steps, progress=None: run_machine(V1SlidingWindowMachine, examples, steps, progress),
+        needs="vLLM 0.33.0 or 0.10.2 with the V1 KVCacheManager and SlidingWindowSpec",
+    ),
+]

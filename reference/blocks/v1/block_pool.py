@@ -1,0 +1,177 @@
+"""The block pool: every page, the free queue, and the prefix-cache map.
+
+The pool owns ``num_blocks`` blocks. Block 0 is taken out at construction to serve as the null
+block; the rest start in the free queue in id order, so the first allocation gets ids 1, 2, ...
+
+Three structures must always agree:
+
+* a block's ``ref_cnt`` is the number of block-table entries pointing at it (the null block
+  excepted, see :attr:`V1Policy.null_block_ref_counted`);
+* the free queue holds exactly the non-null blocks with ``ref_cnt == 0``;
+* the prefix-cache map goes from a group-keyed hash to the blocks carrying that hash, in
+  insertion order (duplicates arise because a full block is never de-duplicated against an
+  equal one: block tables are append-only, so a block id, once given, never changes).
+
+Prefix caching is *lazy*: freeing a hashed block leaves its hash and map entry in place, so a
+later request can revive it by ``touch``. Only when :meth:`get_new_blocks` pops such a block
+from the free queue for reuse is its hash dropped -- an *eviction*. The free queue order is
+therefore the eviction order, and where freed blocks enter it is a policy
+(:attr:`V1Policy.free_hashless_blocks_to_front`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from reference.blocks.errors import DoubleFree, InvalidArgument, OutOfBlocks, UnknownBlock
+from reference.blocks.policies import V1Policy
+from reference.blocks.v1.block import KVBlock
+from reference.blocks.v1.free_queue import FreeBlockQueue
+from reference.blocks.v1.hashing import with_group_id
+
+
+class BlockPool:
+    """All blocks of one KV cache, their free queue and the prefix-cache map."""
+
+    def __init__(self, num_blocks: int, enable_caching: bool, policy: V1Policy) -> None:
+        if not isinstance(num_blocks, int) or num_blocks < 1:
+            raise InvalidArgument(f"num_blocks must be a positive int, got {num_blocks!r}")
+        self.num_blocks = num_blocks
+        self.enable_caching = enable_caching
+        self.policy = policy
+        self.blocks = [KVBlock(block_id=i) for i in range(num_blocks)]
+        self.free_queue = FreeBlockQueue(self.blocks)
+        self.null_block = self.free_queue.popleft()
+        self.null_block.is_null = True
+        # group-keyed hash -> {block_id: block}, both levels in insertion order
+        self.cached: dict[bytes, dict[int, KVBlock]] = {}
+
+    # -- prefix-cache lookups -----------------------------------------------------------------
+    def get_cached_block(self, block_hash: bytes, group_ids: Sequence[int]) -> list[KVBlock] | None:
+        """The first cached block for ``block_hash`` in each group, or None if any group misses."""
+        found = []
+        for group_id in group_ids:
+            blocks = self.cached.get(with_group_id(block_hash, group_id))
+            if not blocks:
+                return None
+            found.append(next(iter(blocks.values())))
+        return found
+
+    def cache_full_blocks(
+        self,
+        block_hashes: Sequence[bytes],
+        blocks: Sequence[KVBlock],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        group_id: int,
+    ) -> None:
+        """Register ``blocks[num_cached_blocks:num_full_blocks]`` under the request's hashes.
+
+        Null blocks in the range (slots a sliding window already released) are skipped.
+        """
+        for index in range(num_cached_blocks, num_full_blocks):
+            block = blocks[index]
+            if block.is_null:
+                continue
+            key = with_group_id(block_hashes[index], group_id)
+            if block.block_hash == key:
+                continue
+            assert block.block_hash is None, f"{block} is already cached under another hash"
+            block.block_hash = key
+            self.cached.setdefault(key, {})[block.block_id] = block
+
+    # -- allocation and release ---------------------------------------------------------------
+    def get_new_blocks(self, num_blocks: int) -> list[KVBlock]:
+        """Pop ``num_blocks`` blocks from the front of the free queue, evicting their cache entries."""
+        if num_blocks < 0:
+            raise InvalidArgument(f"cannot allocate {num_blocks} blocks")
+        if num_blocks > self.num_free_blocks:
+            raise OutOfBlocks(f"asked for {num_blocks} blocks, {self.num_free_blocks} are free")
+        taken = self.free_queue.popleft_n(num_blocks)
+        for block in taken:
+            if self.enable_caching:
+                self._evict(block)
+            block.ref_cnt += 1
+        return taken
+
+    def touch(self, blocks: Iterable[KVBlock]) -> None:
+        """Take one more reference on each block, pulling free ones out of the queue."""
+        for block in blocks:
+            if block.is_null:
+                if self.policy.null_block_ref_counted:
+                    block.ref_cnt += 1
+                continue
+            if block.ref_cnt == 0:
+                self.free_queue.remove(block)
+            block.ref_cnt += 1
+
+    def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
+        """Drop one reference from each block; those reaching zero join the free queue.
+
+        ``ordered_blocks`` is in eviction priority (first = evicted first), which is why
+        requests free their tables tail first.
+        """
+        ordered = list(ordered_blocks)
+        releases = Counter(block.block_id for block in ordered if not block.is_null)
+        for block_id, count in releases.items():
+            if self.blocks[block_id].ref_cnt < count:
+                raise DoubleFree(f"block {block_id} is freed more often than it is referenced")
+        released_first: list[KVBlock] = []
+        released_last: list[KVBlock] = []
+        for block in ordered:
+            if block.is_null:
+                if self.policy.null_block_ref_counted:
+                    block.ref_cnt -= 1
+                continue
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                to_front = self.policy.free_hashless_blocks_to_front and (
+                    block.block_hash is None or not self.enable_caching
+                )
+                (released_first if to_front else released_last).append(block)
+        self.free_queue.prepend_n(released_first)
+        self.free_queue.append_n(released_last)
+
+    # -- cache maintenance --------------------------------------------------------------------
+    def evict_blocks(self, block_ids: Iterable[int]) -> None:
+        """Drop the prefix-cache entries of the given blocks (referenced blocks stay allocated)."""
+        if not self.policy.evict_blocks_supported:
+            raise InvalidArgument(f"evict_blocks does not exist in vLLM {self.policy.name}")
+        ids = list(block_ids)
+        for block_id in ids:
+            if not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
+                raise UnknownBlock(f"block id {block_id!r} is outside the pool of {self.num_blocks}")
+        for block_id in ids:
+            self._evict(self.blocks[block_id])
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every hash, but only when no block is in use; return whether it happened."""
+        if self.num_free_blocks != self.num_blocks - 1:
+            return False
+        self.cached = {}
+        for block in self.blocks:
+            block.block_hash = None
+        return True
+
+    # -- accounting ---------------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_queue)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of the usable (non-null) blocks in use."""
+        usable = self.num_blocks - 1
+        return 0 if not usable else 1.0 - self.num_free_blocks / usable
+
+    def _evict(self, block: KVBlock) -> None:
+        key = block.block_hash
+        if key is None:
+            return
+        holders = self.cached.get(key)
+        if holders is not None:
+            holders.pop(block.block_id, None)
+            if not holders:
+                del self.cached[key]
+        block.block_hash = None

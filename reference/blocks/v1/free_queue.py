@@ -1,0 +1,118 @@
+"""The free-block queue: a doubly linked list with O(1) removal from the middle.
+
+Free blocks are kept in *eviction order*: the block at the front is the next one handed out,
+and with it whatever prefix-cache content it still holds is lost. A request that hits a cached
+but free block must pull that block out of the queue wherever it is, so the queue needs O(1)
+removal of an arbitrary member -- which a plain ``collections.deque`` cannot do. vLLM therefore
+threads the queue through the blocks themselves (``prev_free`` / ``next_free``) between two
+sentinel nodes, allocating nothing per operation; this module does the same.
+
+Bulk operations keep the order of their argument: ``append_n([a, b])`` leaves ``..., a, b`` at
+the tail and ``prepend_n([a, b])`` leaves ``a, b, ...`` at the front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from reference.blocks.errors import OutOfBlocks, UnknownBlock
+from reference.blocks.v1.block import KVBlock
+
+
+class FreeBlockQueue:
+    """Blocks with no references, front = next to be reused."""
+
+    def __init__(self, blocks: Iterable[KVBlock] = ()) -> None:
+        self._head = KVBlock(block_id=-1)  # sentinel before the first free block
+        self._tail = KVBlock(block_id=-1)  # sentinel after the last free block
+        self._head.next_free = self._tail
+        self._tail.prev_free = self._head
+        self._size = 0
+        self.append_n(list(blocks))
+
+    # -- queries ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[KVBlock]:
+        node = self._head.next_free
+        while node is not self._tail:
+            assert node is not None
+            yield node
+            node = node.next_free
+
+    def contains(self, block: KVBlock) -> bool:
+        """True when ``block`` is linked into this queue (O(1): a queued block has both links)."""
+        return block.prev_free is not None and block.next_free is not None
+
+    def block_ids(self) -> list[int]:
+        """The queue's block ids, front first."""
+        return [block.block_id for block in self]
+
+    # -- removal ------------------------------------------------------------------------------
+    def popleft(self) -> KVBlock:
+        """Remove and return the front block."""
+        if self._size == 0:
+            raise OutOfBlocks("the free queue is empty")
+        block = self._head.next_free
+        assert block is not None
+        self._unlink(block)
+        return block
+
+    def popleft_n(self, n: int) -> list[KVBlock]:
+        """Remove and return the first ``n`` blocks, front first."""
+        if n > self._size:
+            raise OutOfBlocks(f"asked for {n} free blocks, the queue holds {self._size}")
+        return [self.popleft() for _ in range(n)]
+
+    def remove(self, block: KVBlock) -> None:
+        """Unlink ``block`` from wherever it is in the queue."""
+        if not self.contains(block):
+            raise UnknownBlock(f"block {block.block_id} is not in the free queue")
+        self._unlink(block)
+
+    # -- insertion ----------------------------------------------------------------------------
+    def append(self, block: KVBlock) -> None:
+        """Put ``block`` at the tail (reused last)."""
+        self._link_before(block, self._tail)
+
+    def append_n(self, blocks: list[KVBlock]) -> None:
+        """Put ``blocks`` at the tail, keeping their order."""
+        self._check_unqueued(blocks)
+        for block in blocks:
+            self._link_before(block, self._tail)
+
+    def prepend_n(self, blocks: list[KVBlock]) -> None:
+        """Put ``blocks`` at the front, keeping their order (``blocks[0]`` becomes the front)."""
+        self._check_unqueued(blocks)
+        first = self._head.next_free
+        assert first is not None
+        for block in blocks:
+            self._link_before(block, first)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _check_unqueued(self, blocks: list[KVBlock]) -> None:
+        seen: set[int] = set()
+        for block in blocks:
+            if self.contains(block) or id(block) in seen:
+                raise UnknownBlock(f"block {block.block_id} is already in the free queue")
+            seen.add(id(block))
+
+    def _link_before(self, block: KVBlock, successor: KVBlock) -> None:
+        if self.contains(block):
+            raise UnknownBlock(f"block {block.block_id} is already in the free queue")
+        predecessor = successor.prev_free
+        assert predecessor is not None
+        predecessor.next_free = block
+        block.prev_free = predecessor
+        block.next_free = successor
+        successor.prev_free = block
+        self._size += 1
+
+    def _unlink(self, block: KVBlock) -> None:
+        predecessor, successor = block.prev_free, block.next_free
+        assert predecessor is not None and successor is not None
+        predecessor.next_free = successor
+        successor.prev_free = predecessor
+        block.prev_free = block.next_free = None
+        self._size -= 1

@@ -1,0 +1,155 @@
+"""Prefix-cache block hashing, byte-identical to vLLM's V1 hashes.
+
+Why hash at all? Two requests whose prompts start with the same tokens produce the same keys and
+values for that prefix, so a full block computed for one can be reused by the other. To find
+such blocks quickly, every *full* block of a request gets a content hash, and a pool-wide map
+goes from hash to block.
+
+What is hashed? Not the block's tokens alone -- the same 16 tokens mean different KV depending
+on everything before them. So the hash is *chained*: block ``i``'s hash covers the triple
+
+    (hash of block i-1, or NONE_HASH for the first block, tuple(tokens of block i), extra_keys)
+
+and therefore fingerprints the whole prefix. ``extra_keys`` carries request-level facts that
+change the KV without changing the tokens: the LoRA adapter, multimodal inputs (omitted here)
+and the *cache salt*, a per-tenant string mixed into the first block only so that tenants
+cannot probe each other's cache. How those keys are spelled differs between releases
+(:attr:`V1Policy.tagged_extra_keys`).
+
+The triple is serialised and digested with SHA-256, either through ``pickle`` (protocol 5,
+vLLM's ``sha256``) or canonical CBOR (``sha256_cbor``, language independent). The seed of the
+chain, NONE_HASH, follows :attr:`V1Policy.none_hash_default_seed`.
+
+In the pool a hash is keyed together with its KV-cache group: the 4-byte big-endian group id is
+appended to the digest, so the same prefix cached by two groups (e.g. a full-attention and a
+sliding-window group) lives under two distinct keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reference.blocks.errors import InvalidArgument
+from reference.blocks.policies import V1Policy
+
+HashFunction = Callable[[Any], bytes]
+
+
+def sha256_pickle(value: Any) -> bytes:
+    """SHA-256 of the highest-protocol pickle of ``value`` (vLLM's ``sha256``)."""
+    return hashlib.sha256(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+
+def sha256_cbor(value: Any) -> bytes:
+    """SHA-256 of the canonical CBOR encoding of ``value`` (vLLM's ``sha256_cbor``)."""
+    import cbor2  # imported on use: only this hash needs it
+
+    return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
+
+
+HASH_FUNCTIONS: dict[str, HashFunction] = {"sha256": sha256_pickle, "sha256_cbor": sha256_cbor}
+
+
+def hash_function(name: str) -> HashFunction:
+    """The hash function vLLM calls ``name`` (``"sha256"`` or ``"sha256_cbor"``)."""
+    try:
+        return HASH_FUNCTIONS[name]
+    except KeyError:
+        raise InvalidArgument(f"unknown hash function {name!r}; known: {sorted(HASH_FUNCTIONS)}") from None
+
+
+def derive_none_hash(
+    hash_fn: HashFunction,
+    policy: V1Policy,
+    pythonhashseed: str | None,
+    entropy: Callable[[int], bytes] = os.urandom,
+) -> bytes:
+    """The parent hash of every first block.
+
+    ``pythonhashseed`` is the value of the PYTHONHASHSEED environment variable (None when unset);
+    it is passed explicitly so that the caller, not the process environment, decides.
+    ``entropy(32)`` supplies the random bytes the older release uses when no seed is set.
+    """
+    if pythonhashseed is not None:
+        return hash_fn(pythonhashseed)
+    if policy.none_hash_default_seed is None:
+        return bytes(entropy(32))
+    return hash_fn(policy.none_hash_default_seed)
+
+
+@dataclass(frozen=True)
+class LoRAIdentity:
+    """What the page manager needs to know about a LoRA adapter: its name, id and path."""
+
+    name: str
+    int_id: int
+    path: str = ""
+
+
+def block_extra_keys(
+    policy: V1Policy, start_token: int, cache_salt: str | None, lora: LoRAIdentity | None
+) -> tuple | None:
+    """The extra keys of the block starting at token ``start_token`` (None when there are none)."""
+    keys: list[Any] = []
+    if lora is not None:
+        keys.append(("lora", lora.name, lora.path) if policy.tagged_extra_keys else lora.int_id)
+    if start_token == 0 and cache_salt:
+        keys.append(("cache_salt", cache_salt) if policy.tagged_extra_keys else cache_salt)
+    return tuple(keys) if keys else None
+
+
+def hash_block_tokens(
+    hash_fn: HashFunction,
+    none_hash: bytes,
+    parent_hash: bytes | None,
+    token_ids: Sequence[int],
+    extra_keys: tuple | None = None,
+) -> bytes:
+    """The chained hash of one full block."""
+    parent = parent_hash if parent_hash else none_hash
+    return hash_fn((parent, tuple(token_ids), extra_keys))
+
+
+def with_group_id(block_hash: bytes, group_id: int) -> bytes:
+    """The pool key of ``block_hash`` in KV-cache group ``group_id``."""
+    return block_hash + group_id.to_bytes(4, "big", signed=False)
+
+
+def split_group_key(key: bytes) -> tuple[bytes, int]:
+    """Undo :func:`with_group_id`: (block hash, group id)."""
+    return key[:-4], int.from_bytes(key[-4:], "big", signed=False)
+
+
+@dataclass(frozen=True)
+class BlockHasher:
+    """Computes a request's block hashes as its token list grows."""
+
+    block_size: int
+    hash_fn: HashFunction
+    none_hash: bytes
+    policy: V1Policy
+
+    def new_hashes(
+        self,
+        known: Sequence[bytes],
+        token_ids: Sequence[int],
+        cache_salt: str | None = None,
+        lora: LoRAIdentity | None = None,
+    ) -> list[bytes]:
+        """Hashes of the full blocks of ``token_ids`` beyond the ``len(known)`` already hashed."""
+        out: list[bytes] = []
+        parent = known[-1] if known else None
+        start = len(known) * self.block_size
+        while start + self.block_size <= len(token_ids):
+            extra = block_extra_keys(self.policy, start, cache_salt, lora)
+            parent = hash_block_tokens(
+                self.hash_fn, self.none_hash, parent, token_ids[start : start + self.block_size], extra
+            )
+            out.append(parent)
+            start += self.block_size
+        return out

@@ -1,0 +1,295 @@
+"""The V1 KV-cache manager: the page manager the scheduler talks to.
+
+A request's life, as the scheduler drives it:
+
+1. ``add_request`` -- the prompt arrives; its full blocks are hashed at once.
+2. ``get_computed_blocks`` -- look up the longest cached prefix. It is capped at
+   ``num_tokens - 1`` tokens: even when the whole prompt is cached, the last token must be run
+   through the model to produce logits, and since hits are whole blocks this may recompute a
+   whole block.
+3. ``allocate_slots`` -- adopt the hit (taking references on its blocks) and make room for the
+   next ``num_new_tokens`` (a prefill *chunk*, or one decode token) plus optional lookahead
+   slots for speculative tokens. Returns the newly allocated blocks, or None when the pool cannot
+   supply them (the caller then preempts someone or waits). Full blocks among the computed
+   tokens are registered in the prefix cache unless ``delay_cache_blocks`` asks to wait.
+4. ``mark_computed`` -- the scheduler's side: those tokens now have KV.
+5. ``append_token_ids`` -- a decode step produced tokens; new full blocks get hashed.
+6. ``preempt`` (release everything, recompute later) or ``free`` (finished: release and forget).
+
+Blocks are released tail first, so under LRU eviction a request's *last* blocks go first and
+its shared prefix survives longest.
+
+Every method validates its arguments before changing anything: a refused call raises a
+:mod:`reference.blocks.errors` exception and leaves the manager exactly as it was. (vLLM itself
+trusts its scheduler and checks almost nothing; the checks here guard the reference's callers.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from reference.blocks.errors import DoubleFree, InvalidArgument, UnknownRequest
+from reference.blocks.policies import V1Policy
+from reference.blocks.v1.block import KVBlock
+from reference.blocks.v1.block_pool import BlockPool
+from reference.blocks.v1.cache_hit import longest_cache_hit
+from reference.blocks.v1.hashing import BlockHasher, LoRAIdentity, derive_none_hash, hash_function
+from reference.blocks.v1.request import RequestState, RequestStatus
+from reference.blocks.v1.single_type import GroupManager
+from reference.blocks.v1.specs import GroupSpec
+
+
+@dataclass(frozen=True)
+class ComputedBlocks:
+    """A prefix-cache hit: per-group blocks (nulls for skipped window entries) and its length.
+
+    Valid only until the manager next changes state: ``allocate_slots`` refuses a stale hit,
+    because its blocks may have been evicted and reused in between.
+    """
+
+    request_id: str
+    blocks: tuple[tuple[KVBlock, ...], ...]
+    num_tokens: int
+    stamp: int
+
+    def block_ids(self) -> tuple[list[int], ...]:
+        return tuple([b.block_id for b in group] for group in self.blocks)
+
+
+class KVCacheManager:
+    """Page management for one model's KV cache: a block pool shared by one or more groups."""
+
+    def __init__(
+        self,
+        groups: Sequence[GroupSpec],
+        num_blocks: int,
+        max_model_len: int,
+        policy: V1Policy,
+        *,
+        enable_caching: bool = True,
+        hash_fn: str = "sha256",
+        pythonhashseed: str | None = None,
+        entropy: Callable[[int], bytes] = os.urandom,
+        watermark: float = 0.0,
+    ) -> None:
+        if not groups:
+            raise InvalidArgument("at least one KV-cache group is required")
+        if len({spec.block_size for spec in groups}) != 1:
+            raise InvalidArgument("all KV-cache groups must share one block size")
+        if not isinstance(max_model_len, int) or max_model_len < 1:
+            raise InvalidArgument(f"max_model_len must be a positive int, got {max_model_len!r}")
+        if watermark < 0 or (watermark and not policy.watermark_supported):
+            raise InvalidArgument(f"watermark {watermark!r} is not available under policy {policy.name}")
+        self.policy = policy
+        self.block_size = groups[0].block_size
+        self.max_model_len = max_model_len
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(num_blocks, enable_caching, policy)
+        self.groups = [GroupManager(spec, self.pool, i, enable_caching) for i, spec in enumerate(groups)]
+        fn = hash_function(hash_fn)
+        self.none_hash = derive_none_hash(fn, policy, pythonhashseed, entropy)
+        self.hasher = BlockHasher(self.block_size, fn, self.none_hash, policy)
+        self.watermark_blocks = int(watermark * num_blocks)
+        self.requests: dict[str, RequestState] = {}
+        self._stamp = 0  # bumped by every accepted state change; dates ComputedBlocks
+
+    # -- request registry ---------------------------------------------------------------------
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        *,
+        cache_salt: str | None = None,
+        lora: LoRAIdentity | None = None,
+    ) -> RequestState:
+        """Register a new request and hash its full prompt blocks."""
+        if not isinstance(request_id, str) or request_id in self.requests:
+            raise InvalidArgument(f"request id {request_id!r} is not a new string id")
+        tokens = self._check_tokens(prompt_token_ids, 0)
+        state = RequestState(request_id, tokens, len(tokens), cache_salt, lora)
+        state.block_hashes = self.hasher.new_hashes([], tokens, cache_salt, lora)
+        self._stamp += 1
+        self.requests[request_id] = state
+        return state
+
+    def append_token_ids(self, request_id: str, token_ids: Sequence[int]) -> None:
+        """A decode step produced ``token_ids``; hash any block they complete."""
+        state = self._request(request_id)
+        if state.status is not RequestStatus.RUNNING or state.num_computed_tokens != state.num_tokens:
+            raise InvalidArgument(
+                f"request {request_id!r} cannot take output tokens: {state.num_computed_tokens} of "
+                f"{state.num_tokens} tokens computed, status {state.status.value}"
+            )
+        tokens = self._check_tokens(token_ids, state.num_tokens)
+        self._stamp += 1
+        state.token_ids.extend(tokens)
+        state.block_hashes.extend(
+            self.hasher.new_hashes(state.block_hashes, state.token_ids, state.cache_salt, state.lora)
+        )
+
+    # -- the allocation protocol --------------------------------------------------------------
+    def get_computed_blocks(self, request_id: str) -> ComputedBlocks:
+        """The longest cached prefix of the request, at most ``num_tokens - 1`` tokens."""
+        state = self._request(request_id)
+        if not self.enable_caching:
+            return ComputedBlocks(request_id, tuple(() for _ in self.groups), 0, self._stamp)
+        hit, length = longest_cache_hit(self.groups, state.block_hashes, state.num_tokens - 1)
+        return ComputedBlocks(request_id, tuple(tuple(g) for g in hit), length, self._stamp)
+
+    def allocate_slots(
+        self,
+        request_id: str,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: ComputedBlocks | None = None,
+        num_lookahead_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+        has_scheduled_reqs: bool = True,
+    ) -> tuple[list[KVBlock], ...] | None:
+        """Adopt a hit and make room for ``num_new_tokens`` (+ lookahead) more tokens.
+
+        Returns the newly allocated blocks per group, or None when the pool is too small (after
+        having released the request's out-of-window pages, which happens either way).
+        """
+        state = self._request(request_id)
+        self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens)
+        self._stamp += 1
+        hit = new_computed_blocks.blocks if new_computed_blocks else tuple(() for _ in self.groups)
+        num_local_computed = state.num_computed_tokens + num_new_computed_tokens
+        total_computed = min(num_local_computed, self.max_model_len)
+        needs_watermark = has_scheduled_reqs and state.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+        watermark_blocks = self.watermark_blocks if needs_watermark else 0
+        num_slots = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+
+        # Release out-of-window pages first, so this allocation can reuse them. (v0.10.2 passes
+        # request.num_computed_tokens here; it differs from total_computed only when a hit is
+        # adopted, and then the table is still empty.)
+        for group in self.groups:
+            group.remove_skipped_blocks(request_id, total_computed)
+        needed = sum(
+            group.num_blocks_to_allocate(request_id, num_slots, hit[i], num_local_computed)
+            for i, group in enumerate(self.groups)
+        )
+        if needed + watermark_blocks > self.pool.num_free_blocks:
+            return None
+        if any(hit):
+            for i, group in enumerate(self.groups):
+                group.add_computed_blocks(request_id, hit[i], num_local_computed)
+        new_blocks = tuple(group.allocate_new_blocks(request_id, num_slots) for group in self.groups)
+        if delay_cache_blocks or not self.enable_caching:
+            return new_blocks
+        # Only tokens that exist are cached; lookahead slots hold unverified draft tokens.
+        num_to_cache = min(total_computed + num_new_tokens, state.num_tokens)
+        for group in self.groups:
+            group.cache_blocks(request_id, state.block_hashes, num_to_cache)
+        return new_blocks
+
+    def mark_computed(self, request_id: str, num_tokens: int) -> None:
+        """Record that ``num_tokens`` more tokens of the request now have KV (the scheduler's job)."""
+        state = self._request(request_id)
+        if not isinstance(num_tokens, int) or num_tokens < 0:
+            raise InvalidArgument(f"num_tokens must be a non-negative int, got {num_tokens!r}")
+        if state.num_computed_tokens + num_tokens > state.num_tokens:
+            raise InvalidArgument(f"request {request_id!r} has only {state.num_tokens} tokens")
+        self._stamp += 1
+        state.num_computed_tokens += num_tokens
+        state.status = RequestStatus.RUNNING
+
+    # -- release ------------------------------------------------------------------------------
+    def preempt(self, request_id: str) -> None:
+        """Release all the request's blocks; it will be recomputed from scratch when re-admitted."""
+        state = self._request(request_id)
+        if state.status is RequestStatus.PREEMPTED:
+            raise DoubleFree(f"request {request_id!r} is already preempted")
+        if state.status is not RequestStatus.RUNNING:
+            raise InvalidArgument(f"request {request_id!r} is {state.status.value}, not running")
+        self._stamp += 1
+        self._release(request_id)
+        state.num_computed_tokens = 0
+        state.status = RequestStatus.PREEMPTED
+
+    def free(self, request_id: str) -> None:
+        """The request finished: release its blocks and forget it."""
+        self._request(request_id)
+        self._stamp += 1
+        self._release(request_id)
+        del self.requests[request_id]
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached hash if no block is in use; return whether it happened."""
+        self._stamp += 1
+        return self.pool.reset_prefix_cache()
+
+    def evict_blocks(self, block_ids: Iterable[int]) -> None:
+        """Drop the given blocks from the prefix cache (v0.33.0 only)."""
+        ids = list(block_ids)
+        if not self.policy.evict_blocks_supported:
+            raise InvalidArgument(f"evict_blocks does not exist in vLLM {self.policy.name}")
+        if not all(isinstance(i, int) and 0 <= i < self.pool.num_blocks for i in ids):
+            raise InvalidArgument(f"block ids {ids!r} are not all inside the pool of {self.pool.num_blocks}")
+        self._stamp += 1
+        self.pool.evict_blocks(ids)
+
+    # -- queries ------------------------------------------------------------------------------
+    def block_ids(self, request_id: str) -> tuple[list[int], ...]:
+        """The request's block table per group, as block ids (0 = null block)."""
+        self._request(request_id)
+        return tuple([b.block_id for b in group.blocks(request_id)] for group in self.groups)
+
+    @property
+    def usage(self) -> float:
+        return self.pool.usage
+
+    # -- internals ----------------------------------------------------------------------------
+    def _request(self, request_id: str) -> RequestState:
+        try:
+            return self.requests[request_id]
+        except (KeyError, TypeError):
+            raise UnknownRequest(f"unknown request {request_id!r}") from None
+
+    def _release(self, request_id: str) -> None:
+        for group in self.groups:
+            group.free(request_id)
+
+    def _check_tokens(self, token_ids: Sequence[int], already: int) -> list[int]:
+        tokens = list(token_ids) if isinstance(token_ids, (list, tuple)) else None
+        if not tokens or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            raise InvalidArgument(f"token ids must be a non-empty list of non-negative ints, got {token_ids!r}")
+        if already + len(tokens) > self.max_model_len:
+            raise InvalidArgument(f"{already + len(tokens)} tokens exceed max_model_len {self.max_model_len}")
+        return tokens
+
+    def _check_allocation(
+        self,
+        state: RequestState,
+        num_new_tokens: int,
+        num_new_computed_tokens: int,
+        hit: ComputedBlocks | None,
+        num_lookahead_tokens: int,
+    ) -> None:
+        for name, value in (
+            ("num_new_tokens", num_new_tokens),
+            ("num_new_computed_tokens", num_new_computed_tokens),
+            ("num_lookahead_tokens", num_lookahead_tokens),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InvalidArgument(f"{name} must be a non-negative int, got {value!r}")
+        if hit is None:
+            if num_new_computed_tokens:
+                raise InvalidArgument("num_new_computed_tokens given without new_computed_blocks")
+        else:
+            if hit.request_id != state.request_id or hit.stamp != self._stamp:
+                raise InvalidArgument("new_computed_blocks is stale or belongs to another request")
+            if num_new_computed_tokens != hit.num_tokens:
+                raise InvalidArgument(
+                    f"num_new_computed_tokens {num_new_computed_tokens} != hit length {hit.num_tokens}"
+                )
+            if any(hit.blocks) and any(group.blocks(state.request_id) for group in self.groups):
+                raise InvalidArgument(f"request {state.request_id!r} already holds blocks; it cannot adopt a hit")
+        if num_new_tokens == 0 and not (self.policy.zero_token_hit_adoption and num_new_computed_tokens > 0):
+            raise InvalidArgument("num_new_tokens must be positive (unless adopting a hit under v0.33.0)")
+        end = state.num_computed_tokens + num_new_computed_tokens + num_new_tokens
+        if end > state.num_tokens:
+            raise InvalidArgument(f"allocating up to token {end} but request {state.request_id!r} has {state.num_tokens}")

@@ -1,0 +1,194 @@
+"""Per-group block tables: full attention and sliding window.
+
+Each KV-cache group keeps, per request, a *block table*: the list of blocks holding the
+request's tokens in order (token ``t`` lives in entry ``t // block_size``). The table only ever
+grows at the tail, except that a sliding-window group overwrites entries that fell out of the
+window with the null block. This module holds those tables and the group-specific rules:
+
+* how many tokens fall outside the window (and whose pages can be released);
+* how to look for the longest prefix-cache hit (:func:`full_attention_hit`,
+  :func:`sliding_window_hit`);
+* how many new blocks an allocation needs, counting hit blocks that are currently free
+  (reviving them takes them out of the free pool just like a fresh allocation would).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reference.blocks.v1.block import KVBlock
+from reference.blocks.v1.block_pool import BlockPool
+from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: how many size-``b`` blocks hold ``a`` tokens."""
+    return -(-a // b)
+
+
+def full_attention_hit(
+    block_hashes: Sequence[bytes], max_length: int, group_ids: list[int], pool: BlockPool, block_size: int
+) -> tuple[list[list[KVBlock]], int]:
+    """Longest run of cached blocks from the start, at most ``max_length`` tokens.
+
+    Hashes are chained, so the first miss ends the search: no later block can hit.
+    """
+    hit: list[list[KVBlock]] = [[] for _ in group_ids]
+    for block_hash in block_hashes[: max_length // block_size]:
+        cached = pool.get_cached_block(block_hash, group_ids)
+        if cached is None:
+            break
+        for blocks, block in zip(hit, cached):
+            blocks.append(block)
+    return hit, len(hit[0]) * block_size
+
+
+def sliding_window_hit(
+    block_hashes: Sequence[bytes], max_length: int, group_ids: list[int], pool: BlockPool, spec: SlidingWindow
+) -> tuple[list[list[KVBlock]], int]:
+    """Longest prefix whose last ``window - 1`` tokens are cached, at most ``max_length`` tokens.
+
+    A sliding-window layer computing the next token reads only the previous ``window - 1``
+    tokens, so a hit of length ``L`` needs just the ``cdiv(window - 1, block_size)`` blocks
+    ending at ``L``; the earlier entries are null blocks. The search goes right to left and
+    stops at the first run of that many consecutive cached blocks. If none exists, the run of
+    cached blocks at the very start (shorter than the window) is still a hit.
+    """
+    block_size = spec.block_size
+    needed = cdiv(spec.window - 1, block_size)
+    max_blocks = max_length // block_size
+    hit: list[list[KVBlock]] = [[pool.null_block] * max_blocks for _ in group_ids]
+    run = 0
+    found = False
+    for index in range(max_blocks - 1, -1, -1):
+        cached = pool.get_cached_block(block_hashes[index], group_ids)
+        if cached is None:
+            run = 0
+            continue
+        for blocks, block in zip(hit, cached):
+            blocks[index] = block
+        run += 1
+        if run >= needed:
+            for blocks in hit:
+                del blocks[index + run :]
+            found = True
+            break
+    if not found:
+        for blocks in hit:
+            del blocks[run:]
+    return hit, len(hit[0]) * block_size
+
+
+class GroupManager:
+    """The block tables of one KV-cache group."""
+
+    def __init__(self, spec: GroupSpec, pool: BlockPool, group_id: int, enable_caching: bool) -> None:
+        self.spec = spec
+        self.pool = pool
+        self.group_id = group_id
+        self.block_size = spec.block_size
+        self.enable_caching = enable_caching
+        self.req_to_blocks: dict[str, list[KVBlock]] = {}
+        # How many leading table entries are registered in the prefix cache (or are nulls that
+        # need none). Absent until a request first adopts a hit or caches a block.
+        self.num_cached_block: dict[str, int] = {}
+
+    # -- attention-type rules -----------------------------------------------------------------
+    def num_skipped_tokens(self, num_computed_tokens: int) -> int:
+        """Tokens before the attention window of the next token to compute."""
+        if isinstance(self.spec, SlidingWindow):
+            return max(0, num_computed_tokens - self.spec.window + 1)
+        return 0
+
+    def find_hit(
+        self, block_hashes: Sequence[bytes], max_length: int, group_ids: list[int]
+    ) -> tuple[list[list[KVBlock]], int]:
+        """The longest hit for the groups ``group_ids`` that share this group's spec."""
+        if isinstance(self.spec, FullAttention):
+            return full_attention_hit(block_hashes, max_length, group_ids, self.pool, self.block_size)
+        return sliding_window_hit(block_hashes, max_length, group_ids, self.pool, self.spec)
+
+    # -- table maintenance --------------------------------------------------------------------
+    def blocks(self, request_id: str) -> list[KVBlock]:
+        return self.req_to_blocks.get(request_id, [])
+
+    def remove_skipped_blocks(self, request_id: str, num_computed_tokens: int) -> None:
+        """Release the pages that left the window, replacing their entries by the null block.
+
+        Walks backwards from the last skipped entry and stops at the first null: everything
+        before it was released by an earlier call. The released blocks are freed in that
+        backwards order.
+        """
+        skipped = self.num_skipped_tokens(num_computed_tokens)
+        if skipped <= 0:
+            return
+        table = self.req_to_blocks.get(request_id, [])
+        last = min(skipped // self.block_size, len(table))
+        released: list[KVBlock] = []
+        for index in range(last - 1, -1, -1):
+            if table[index] is self.pool.null_block:
+                break
+            released.append(table[index])
+            table[index] = self.pool.null_block
+        if released:
+            self.pool.free_blocks(released)
+
+    def num_blocks_to_allocate(
+        self, request_id: str, num_tokens: int, new_computed: Sequence[KVBlock], num_computed_tokens: int
+    ) -> int:
+        """Free blocks an allocation up to ``num_tokens`` slots would consume.
+
+        Hit blocks that currently sit in the free queue count too: adopting them removes them
+        from the free pool. Hit entries inside the skipped prefix are not adopted (they become
+        nulls), so they are not counted.
+        """
+        required = cdiv(num_tokens, self.block_size)
+        held = len(self.req_to_blocks.get(request_id, ()))
+        if request_id in self.num_cached_block:
+            return max(required - held, 0)
+        skipped_blocks = self.num_skipped_tokens(num_computed_tokens) // self.block_size
+        new_blocks = max(required - max(skipped_blocks, len(new_computed) + held), 0)
+        first_adopted = max(0, skipped_blocks - held)
+        revived = sum(b.ref_cnt == 0 and not b.is_null for b in new_computed[first_adopted:])
+        return new_blocks + revived
+
+    def add_computed_blocks(self, request_id: str, new_computed: Sequence[KVBlock], num_computed_tokens: int) -> None:
+        """Adopt a prefix-cache hit as the start of an empty table, taking a reference on each block."""
+        table = self.req_to_blocks.setdefault(request_id, [])
+        assert not table, "a hit can only start an empty block table"
+        skipped_blocks = self.num_skipped_tokens(num_computed_tokens) // self.block_size
+        head, kept = list(new_computed[:skipped_blocks]), list(new_computed[skipped_blocks:])
+        assert all(b.is_null for b in head), "skipped hit entries are always null blocks"
+        if self.enable_caching:
+            # The pool ignores or counts null blocks according to the policy, so touching the
+            # skipped head as well reproduces both releases.
+            self.pool.touch(head + kept)
+        table.extend([self.pool.null_block] * len(head) + kept)
+        self.num_cached_block[request_id] = len(table)
+
+    def allocate_new_blocks(self, request_id: str, num_tokens: int) -> list[KVBlock]:
+        """Grow the table to hold ``num_tokens`` tokens; return the blocks added."""
+        table = self.req_to_blocks.setdefault(request_id, [])
+        missing = cdiv(num_tokens, self.block_size) - len(table)
+        if missing <= 0:
+            return []
+        fresh = self.pool.get_new_blocks(missing)
+        table.extend(fresh)
+        return fresh
+
+    def cache_blocks(self, request_id: str, block_hashes: Sequence[bytes], num_tokens: int) -> None:
+        """Register every full block among the first ``num_tokens`` tokens in the prefix cache."""
+        if not self.enable_caching:
+            return
+        num_cached = self.num_cached_block.get(request_id, 0)
+        num_full = min(num_tokens, len(block_hashes) * self.block_size) // self.block_size
+        if num_cached >= num_full:
+            return
+        self.pool.cache_full_blocks(block_hashes, self.req_to_blocks[request_id], num_cached, num_full, self.group_id)
+        self.num_cached_block[request_id] = num_full
+
+    def free(self, request_id: str) -> None:
+        """Drop the request's table, freeing its blocks tail first (so tails are evicted first)."""
+        table = self.req_to_blocks.pop(request_id, [])
+        self.num_cached_block.pop(request_id, None)
+        self.pool.free_blocks(reversed(table))

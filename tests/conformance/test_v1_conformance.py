@@ -1,0 +1,148 @@
+"""Lockstep conformance of the reference V1 page manager with vLLM (semantics "v1").
+
+In a vLLM environment: the two lockstep properties run a short budget, and every saved trace of
+``conformance/traces/v1`` replays against the installed vLLM (traces for the other release are
+skipped). In the dev environment (no vLLM): the same machine runs reference against reference,
+every trace replays reference against reference (which still checks the expectations pinned from
+vLLM's own tests), and each V1Policy field is shown to change an observable outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.adapters.reference_v1 import ReferenceV1System
+from conformance.lockstep import NotApplicable, OpError, replay, run_machine
+from conformance.machines import v1
+from reference.blocks.policies import V1_V0_10_2, V1_V0_33_0, V1Policy
+
+TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v1").glob("*.json"))
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not importable in this environment")
+
+
+def test_traces_exist():
+    """Catches: the trace folder going missing, which would make the replay tests below vacuous."""
+    assert len(TRACES) >= 6
+
+
+# -- against the installed vLLM -----------------------------------------------------------------
+@needs_vllm
+@pytest.mark.parametrize("machine", [v1.V1LifecycleMachine, v1.V1SlidingWindowMachine], ids=lambda m: m.__name__)
+def test_lockstep_with_vllm(machine):
+    """Catches: any divergence from vLLM's KVCacheManager in outcomes, tables, free order, ref counts or hashes."""
+    result = run_machine(machine, 20, 20)
+    assert result.passed, f"{result.detail}\n{json.dumps(result.extra.get('trace'), indent=1)}"
+    assert result.examples >= 20
+
+
+@needs_vllm
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_trace_replays_against_vllm(path):
+    """Catches: a regression on a saved scenario, or vLLM no longer asserting what its own test asserted."""
+    trace = json.loads(path.read_text())
+    try:
+        applied, difference = replay(trace)
+    except NotApplicable as reason:
+        pytest.skip(str(reason))
+    assert difference is None, difference
+    assert applied == len(trace["ops"])
+
+
+# -- reference against reference (dev environment) --------------------------------------------
+@pytest.mark.parametrize("machine", [v1.V1ReferencePeerLifecycle, v1.V1ReferencePeerSlidingWindow],
+                         ids=lambda m: m.__name__)
+def test_machine_reference_against_reference(machine):
+    """Catches: a harness bug (nondeterministic op, snapshot not JSON-able, rule crashing) without needing vLLM."""
+    machine.TestCase().runTest()
+    assert machine.counters.examples > 0 and machine.counters.steps > 0
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_trace_expectations_hold_for_reference(path):
+    """Catches: the reference disagreeing with what vLLM's own tests assert (block ids, free-queue order)."""
+    trace = json.loads(path.read_text())
+    trace["config"] = {**trace["config"], "peer": "reference"}
+    applied, difference = replay(trace)
+    assert difference is None, difference
+    assert applied == len(trace["ops"])
+
+
+def test_module_import_does_not_import_vllm():
+    """Catches: the semantics module importing vLLM at import time, which breaks the dev environment."""
+    import subprocess
+    import sys
+
+    code = "import sys, conformance.machines.v1, conformance.adapters.reference_v1; print('vllm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# -- every policy field changes an observable outcome --------------------------------------------
+def run_ops(config: dict, policy: V1Policy, ops: list[dict]) -> list:
+    """Outcomes of ``ops`` and the final snapshot, for one policy."""
+    system = ReferenceV1System(config, policy=policy)
+    outcomes = []
+    for op in ops:
+        try:
+            outcomes.append({"result": system.apply(op)})
+        except OpError as err:
+            outcomes.append({"error": err.category})
+    return [outcomes, system.snapshot()]
+
+
+def cfg(**kw) -> dict:
+    base = {"policy": "v0.33.0", "block_size": 2, "num_blocks": 12, "groups": [{"kind": "full"}],
+            "max_model_len": 32, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0",
+            "entropy": "5e" * 32, "watermark": 0.0}
+    base.update(kw)
+    return base
+
+
+def add(req, tokens, salt=None, lora=None):
+    return {"op": "add_request", "req": req, "tokens": tokens, "salt": salt, "lora": lora}
+
+
+def alloc(req, n, hit=False):
+    return {"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": hit}
+
+
+SW = [{"kind": "sliding", "window": 3}]
+FIELD_SCENARIOS = {
+    "free_hashless_blocks_to_front": (cfg(), [add("a", [1, 2, 3]), alloc("a", 3), {"op": "free", "req": "a"}]),
+    "null_block_ref_counted": (cfg(groups=SW), [
+        add("a", [1, 2, 1, 2, 1, 2, 1]), alloc("a", 7),
+        add("b", [1, 2, 1, 2, 1, 2, 1]), {"op": "get_computed_blocks", "req": "b"}, alloc("b", 1, True)]),
+    "none_hash_default_seed": (cfg(pythonhashseed=None), [add("a", [1, 2])]),
+    "tagged_extra_keys": (cfg(), [add("a", [1, 2, 3], salt="s", lora="a")]),
+    "zero_token_hit_adoption": (cfg(), [
+        add("a", [1, 2, 3]), alloc("a", 3), add("b", [1, 2, 3]),
+        {"op": "get_computed_blocks", "req": "b"}, alloc("b", 0, True)]),
+    "watermark_supported": (cfg(watermark=0.25), [add("a", [1] * 18), alloc("a", 18)]),
+    "evict_blocks_supported": (cfg(), [{"op": "evict_blocks", "block_ids": [1]}]),
+}
+
+
+def test_every_policy_field_has_a_scenario():
+    """Catches: a V1Policy field added without a scenario proving it matters (a dead or untested switch)."""
+    fields = {f.name for f in dataclasses.fields(V1Policy)} - {"name"}
+    assert fields == set(FIELD_SCENARIOS)
+
+
+@pytest.mark.parametrize("field", sorted(FIELD_SCENARIOS))
+def test_policy_field_changes_an_observable_outcome(field):
+    """Catches: a policy field that no op sequence of the machine's vocabulary can observe."""
+    config, ops = FIELD_SCENARIOS[field]
+    base = V1_V0_33_0
+    flipped = dataclasses.replace(base, **{field: getattr(V1_V0_10_2, field)})
+    if field == "watermark_supported":  # v0.10.2 cannot even build a manager with a watermark
+        with pytest.raises(Exception, match="watermark"):
+            run_ops(config, flipped, ops)
+        assert run_ops(config, base, ops)[0][-1] == {"result": None}
+        return
+    assert run_ops(config, base, ops) != run_ops(config, flipped, ops)
