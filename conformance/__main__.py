@@ -1,6 +1,6 @@
 """``python -m conformance``: check the reference against the vLLM installed in this environment.
 
-    python -m conformance run [--examples 200] [--steps 50] [--json PATH] [PROPERTY ...]
+    python -m conformance run [--examples 200] [--steps 50] [--kernel-examples 25] [--json PATH] [PROPERTY ...]
     python -m conformance replay TRACE.json [...]
     python -m conformance list
 
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("properties", nargs="*", help="property names (default: all)")
     run.add_argument("--examples", type=int, default=200)
     run.add_argument("--steps", type=int, default=50)
+    run.add_argument("--kernel-examples", type=int, default=25,
+                     help="cases per kernel property (slow on a CPU: Triton interpreter)")
     run.add_argument("--json", type=Path, help="where to write the JSON report")
     rep = sub.add_parser("replay", help="replay saved traces on the reference and vLLM")
     rep.add_argument("traces", nargs="+", type=Path)
@@ -46,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{prop.name:36} {prop.checks}")
         return 0
     if args.cmd == "run":
-        if args.examples < 1 or args.steps < 1:
-            parser.error("--examples and --steps must be positive")
+        if min(args.examples, args.steps, args.kernel_examples) < 1:
+            parser.error("--examples, --steps and --kernel-examples must be positive")
         from conformance import report
 
-        result = report.run(args.properties, args.examples, args.steps)
+        result = report.run(args.properties, args.examples, args.steps, args.kernel_examples)
         if args.json:
             report.write(result, args.json)
             print(f"report written to {args.json}")

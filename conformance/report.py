@@ -41,8 +41,15 @@ def device() -> str:
     return f"cpu ({platform.machine()}, torch {torch.__version__})"
 
 
-def run(names: list[str] | None, examples: int, steps: int, out=sys.stdout) -> dict:
-    """Run the selected properties (all when ``names`` is empty); return the report dict."""
+def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int | None = None,
+        out=None) -> dict:
+    """Run the selected properties (all when ``names`` is empty); return the report dict.
+
+    Kernel properties (``kernel.*``) draw ``kernel_examples`` cases (default: ``examples``): on a
+    CPU each case runs vLLM's and the reference's Triton kernels under the slow interpreter.
+    """
+    kernel_examples = kernel_examples or examples
+    out = out or sys.stdout
     props = all_properties()
     unknown = sorted(set(names or []) - set(props))
     if unknown:
@@ -53,24 +60,26 @@ def run(names: list[str] | None, examples: int, steps: int, out=sys.stdout) -> d
         "device": device(),
         "python": platform.python_version(),
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "settings": {"examples": examples, "steps": steps},
+        "settings": {"examples": examples, "steps": steps, "kernel_examples": kernel_examples},
         "properties": [],
     }
     print(f"conformance: vLLM {report['vllm_version'] or '(not installed)'} on {report['device']}; "
-          f"{len(selected)} properties, up to {examples} examples x {steps} steps each", file=out)
+          f"{len(selected)} properties, {examples} examples x {steps} steps per state machine, "
+          f"{kernel_examples} cases per kernel property", file=out)
     t_all = time.perf_counter()
     for i, prop in enumerate(selected, 1):
         prefix = f"[{i}/{len(selected)}] {prop.name}"
         t0 = time.perf_counter()
+        n = kernel_examples if prop.name.startswith("kernel.") else examples
 
-        def progress(done: int, prefix=prefix, t0=t0) -> None:
-            if done % max(1, examples // 10) == 0:
-                print(f"{prefix}: {done}/{examples} examples ({time.perf_counter() - t0:.0f} s)",
+        def progress(done: int, prefix=prefix, t0=t0, n=n) -> None:
+            if done % max(1, n // 10) == 0:
+                print(f"{prefix}: {done}/{n} examples ({time.perf_counter() - t0:.0f} s)",
                       file=out, flush=True)
 
         entry = {"name": prop.name, "checks": prop.checks}
         try:
-            result = prop.run(examples, steps, progress)
+            result = prop.run(n, steps, progress)
         except NotApplicable as why:
             entry.update(status="not_applicable", examples=0, steps=0, detail=str(why))
         else:
