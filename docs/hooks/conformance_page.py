@@ -1,0 +1,140 @@
+"""MkDocs hook: the conformance status page, generated from the latest JSON reports.
+
+``python -m conformance`` writes reports to ``conformance/reports/*.json``. The page shows, for
+each (vLLM version, device) pair, the most recent report's results, and gives every registered
+property a stable anchor (``#v1.lifecycle``) whether or not a report exists yet, because the
+annotated pages link to those anchors from their ``prop:`` lines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import Files
+from mkdocs.structure.pages import Page
+
+PAGE = "conformance.md"
+MARKER = "CONFORMANCE-STATUS"
+REPORTS = Path("conformance") / "reports"
+STATUS_BADGE = {"passed": "✅ passed", "failed": "❌ failed", "not_applicable": "➖ not applicable"}
+
+
+class ReportError(ValueError):
+    """A report file is not a conformance report."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """One conformance run: where it ran and what each property did."""
+
+    source: str  # file name, for the reader
+    vllm_version: str | None
+    device: str
+    started: str
+    duration_s: float
+    properties: list[dict]
+
+    @property
+    def label(self) -> str:
+        return f"vLLM {self.vllm_version or '(not installed)'} on {self.device}"
+
+
+def read_report(path: Path) -> Report:
+    """Parse one report file; raise :class:`ReportError` naming the file and the defect."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{path}: not readable JSON: {err}") from None
+    try:
+        props = raw["properties"]
+        for entry in props:
+            for key in ("name", "status"):
+                if key not in entry:
+                    raise ReportError(f"{path}: a property entry lacks {key!r}")
+            if entry["status"] not in STATUS_BADGE:
+                raise ReportError(f"{path}: property {entry['name']!r} has unknown status {entry['status']!r}")
+        return Report(path.name, raw.get("vllm_version"), str(raw["device"]), str(raw["started"]),
+                      float(raw.get("duration_s", 0.0)), list(props))
+    except (KeyError, TypeError) as err:
+        raise ReportError(f"{path}: not a conformance report (missing or malformed {err})") from None
+
+
+def latest_reports(folder: Path) -> list[Report]:
+    """The newest report (by ``started``) for each (vLLM version, device), newest first."""
+    newest: dict[tuple[str | None, str], Report] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        report = read_report(path)
+        key = (report.vllm_version, report.device)
+        if key not in newest or report.started > newest[key].started:
+            newest[key] = report
+    return sorted(newest.values(), key=lambda r: r.started, reverse=True)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def status_markdown(reports: list[Report], registered: dict[str, str]) -> str:
+    """The page body: a summary per report, then one anchored section per property.
+
+    ``registered`` maps each registered property name to its one-sentence ``checks``.
+    """
+    out: list[str] = []
+    if not reports:
+        out.append('!!! note "No report yet"\n    No conformance report has been written yet. Run '
+                   "`python -m conformance` (see the README) and rebuild the site.\n")
+    for report in reports:
+        counts = {s: sum(p["status"] == s for p in report.properties) for s in STATUS_BADGE}
+        out.append(f"### {_cell(report.label)}\n")
+        out.append(f"Started {report.started}, took {report.duration_s:.0f} s (`{report.source}`): "
+                   f"{counts['passed']} passed, {counts['failed']} failed, "
+                   f"{counts['not_applicable']} not applicable.\n")
+        out.append("| Property | Status | Examples | Steps | Time (s) |\n| --- | --- | --- | --- | --- |")
+        for p in report.properties:
+            out.append(f"| [`{_cell(p['name'])}`](#{p['name']}) | {STATUS_BADGE[p['status']]} | "
+                       f"{p.get('examples', '')} | {p.get('steps', '')} | {p.get('duration_s', '')} |")
+        out.append("")
+    out.append("## Properties\n")
+    names = list(registered) + sorted({p["name"] for r in reports for p in r.properties} - set(registered))
+    if not names:
+        out.append("*No properties are registered yet.*\n")
+    for name in names:
+        checks = registered.get(name) or next(
+            (p.get("checks", "") for r in reports for p in r.properties if p["name"] == name), "")
+        out.append(f'<div class="conf-prop" id="{name}" markdown="1">\n')
+        out.append(f"#### `{name}`\n")
+        out.append(f"{checks}\n" if checks else "")
+        if name not in registered:
+            out.append("*No longer registered; shown because a report mentions it.*\n")
+        rows = [(r, p) for r in reports for p in r.properties if p["name"] == name]
+        if rows:
+            out.append("| Run | Status | Detail |\n| --- | --- | --- |")
+            for r, p in rows:
+                out.append(f"| {_cell(r.label)} | {STATUS_BADGE[p['status']]} | {_cell(p.get('detail', ''))} |")
+        else:
+            out.append("*Not in any report yet.*")
+        out.append("\n</div>\n")
+    return "\n".join(out)
+
+
+def registered_properties() -> dict[str, str]:
+    """Registered property names with their ``checks`` sentences, in report order."""
+    from conformance.properties import all_properties
+
+    return {name: prop.checks for name, prop in all_properties().items()}
+
+
+def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """Replace the marker on the conformance page with the current status."""
+    if page.file.src_uri != PAGE:
+        return markdown_text
+    root = Path(config.config_file_path).resolve().parent
+    try:
+        reports = latest_reports(root / REPORTS)
+    except ReportError as err:
+        raise PluginError(f"conformance page: {err}") from None
+    return markdown_text.replace(MARKER, status_markdown(reports, registered_properties()))

@@ -1,0 +1,79 @@
+"""The conformance status page: report selection, anchors for every property, clear failures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from docs.hooks.conformance_page import ReportError, latest_reports, read_report, status_markdown
+
+REGISTERED = {"v1.lifecycle": "Block ids match.", "v0.fork": "Forks share pages.", "kernel.decode": "Outputs agree."}
+
+
+def write_report(folder: Path, name: str, version: str | None, device: str, started: str, statuses: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    report = {
+        "vllm_version": version, "device": device, "started": started, "duration_s": 1.5,
+        "properties": [{"name": n, "checks": REGISTERED.get(n, ""), "status": s, "examples": 3, "steps": 4,
+                        "duration_s": 0.1, "detail": f"detail of {n}"} for n, s in statuses.items()],
+    }
+    path = folder / name
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_every_registered_property_gets_an_anchor_without_reports(tmp_path: Path) -> None:
+    """Catches: notes' prop: links breaking until a conformance report exists."""
+    md = status_markdown(latest_reports(tmp_path / "none"), REGISTERED)
+    assert "No report yet" in md
+    assert sorted(re.findall(r'<div class="conf-prop" id="([^"]+)"', md)) == sorted(REGISTERED)
+
+
+def test_only_the_newest_report_per_version_and_device_is_shown(tmp_path: Path) -> None:
+    """Catches: an old failing run shadowing a newer passing one (or both shown as current)."""
+    write_report(tmp_path, "a.json", "0.33.0", "cpu", "2026-01-01T00:00:00+00:00", {"v1.lifecycle": "failed"})
+    write_report(tmp_path, "b.json", "0.33.0", "cpu", "2026-02-01T00:00:00+00:00", {"v1.lifecycle": "passed"})
+    write_report(tmp_path, "c.json", "0.10.2", "cpu", "2026-01-15T00:00:00+00:00", {"v0.fork": "not_applicable"})
+    reports = latest_reports(tmp_path)
+    assert [(r.vllm_version, r.source) for r in reports] == [("0.33.0", "b.json"), ("0.10.2", "c.json")]
+    md = status_markdown(reports, REGISTERED)
+    assert "failed" not in md.split("## Properties")[0].replace("0 failed", "")
+    assert "detail of v0.fork" in md
+
+
+def test_properties_only_in_reports_are_still_anchored(tmp_path: Path) -> None:
+    """Catches: a report row linking to an anchor the page does not render."""
+    write_report(tmp_path, "a.json", "0.33.0", "cpu", "2026-01-01T00:00:00+00:00", {"old.name": "passed"})
+    md = status_markdown(latest_reports(tmp_path), REGISTERED)
+    anchors = set(re.findall(r'<div class="conf-prop" id="([^"]+)"', md))
+    links = set(re.findall(r"\]\(#([^)]+)\)", md))
+    assert links <= anchors and "old.name" in anchors
+    assert "No longer registered" in md
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("{not json", "not readable JSON"),
+    (json.dumps({"device": "cpu", "started": "x"}), "not a conformance report"),
+    (json.dumps({"device": "cpu", "started": "x", "properties": [{"name": "a", "status": "maybe"}]}), "unknown status"),
+])
+def test_malformed_reports_fail_naming_the_file(tmp_path: Path, content: str, problem: str) -> None:
+    """Catches: a broken report rendered as an empty or misleading status page."""
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ReportError, match=problem) as err:
+        read_report(path)
+    assert "bad.json" in str(err.value)
+
+
+def test_pipes_in_details_do_not_break_the_table(tmp_path: Path) -> None:
+    """Catches: a '|' in a failure detail splitting a Markdown table row."""
+    path = write_report(tmp_path, "a.json", "0.33.0", "cpu", "2026-01-01T00:00:00+00:00", {"v1.lifecycle": "failed"})
+    data = json.loads(path.read_text())
+    data["properties"][0]["detail"] = "ids [1|2] vs [2|1]"
+    path.write_text(json.dumps(data))
+    md = status_markdown(latest_reports(tmp_path), REGISTERED)
+    row = next(line for line in md.splitlines() if "ids [1" in line)
+    assert row.count(" | ") == 2 and "\\|" in row
