@@ -1,0 +1,163 @@
+"""Pages as a sequence sees them, plus the two small ledgers every allocator keeps.
+
+A :class:`Block` is a *view* of one physical page from one sequence's block table: the tokens the
+sequence wrote there, a link to the previous page of the same sequence, and the physical id it
+currently points at. Several views may point at the same physical id (after ``fork``, or when
+prefix caching finds a page it already holds); the :class:`RefCounter` counts them. When a view
+that shares its page is about to be written, the allocator moves it to a fresh page and records
+the pair (old id, new id) in the :class:`CopyOnWriteLog`, so the worker can copy the page contents
+before the write lands.
+
+Blocks of the prefix-caching allocator (``hashing=True``) also know their content hash
+(:mod:`.content_hash`), computed lazily once the page is full and then remembered, as vLLM does
+(``vllm/core/block/prefix_caching_block.py:893-925``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from reference.blocks.errors import DoubleFree, UnknownBlock
+from reference.blocks.v0.content_hash import NONE_HASH, hash_block_tokens
+from reference.blocks.v0.faults import NullBlockMisuse
+
+
+class Block:
+    """One sequence's view of one page."""
+
+    def __init__(self, prev: Optional["Block"], token_ids: Iterable[int], block_size: int,
+                 block_id: Optional[int], hashing: bool = False,
+                 extra_hash: Optional[int] = None) -> None:
+        self.prev = prev
+        self.token_ids: list[int] = list(token_ids)
+        self.block_size = block_size
+        self.block_id = block_id
+        self.hashing = hashing
+        # Only hashing blocks carry an extra hash (a naive block reports None, naive_block.py:462).
+        self.extra_hash = extra_hash if hashing else None
+        self.computed = False
+        self._hash: Optional[int] = None
+
+    @property
+    def num_empty_slots(self) -> int:
+        return self.block_size - len(self.token_ids)
+
+    @property
+    def is_full(self) -> bool:
+        return self.num_empty_slots == 0
+
+    @property
+    def num_tokens_total(self) -> int:
+        """Tokens from the start of the sequence up to and including this page."""
+        before = self.prev.num_tokens_total if self.prev is not None else 0
+        return before + len(self.token_ids)
+
+    @property
+    def content_hash(self) -> Optional[int]:
+        """The chained hash of a full page, or None (not full, or a naive block)."""
+        if not self.hashing:
+            return None
+        if self._hash is not None:
+            return self._hash
+        if not self.is_full:
+            return None
+        is_first = self.prev is None
+        prev_hash = NONE_HASH if is_first else self.prev.content_hash  # type: ignore[union-attr]
+        # A previous page without a hash yet means this one has none either (line 917).
+        if prev_hash == NONE_HASH and not is_first:
+            return None
+        self._hash = hash_block_tokens(is_first, prev_hash, self.token_ids, self.extra_hash)
+        return self._hash
+
+
+class NullBlock(Block):
+    """The shared placeholder that replaces pages a sliding window no longer needs.
+
+    It wraps one ordinary page taken from the GPU pool the first time a sliding-window sequence
+    grows (``cpu_gpu_block_allocator.py:119-123``); every dropped position of every sequence then
+    points at that one page, which is never freed.
+    """
+
+    def __init__(self, proxy: Block) -> None:  # noqa: D107 - no Block state of its own
+        self._proxy = proxy
+
+    @property  # type: ignore[override]
+    def block_id(self) -> Optional[int]:
+        return self._proxy.block_id
+
+    @property  # type: ignore[override]
+    def token_ids(self) -> list[int]:
+        return self._proxy.token_ids
+
+    @property  # type: ignore[override]
+    def prev(self) -> Optional[Block]:
+        return self._proxy.prev
+
+    @property  # type: ignore[override]
+    def block_size(self) -> int:
+        return self._proxy.block_size
+
+    @property  # type: ignore[override]
+    def hashing(self) -> bool:
+        return self._proxy.hashing
+
+    @property  # type: ignore[override]
+    def extra_hash(self) -> Optional[int]:
+        return None
+
+    @property
+    def num_tokens_total(self) -> int:
+        raise NullBlockMisuse("the null block has no position in any sequence")
+
+    @property
+    def content_hash(self) -> Optional[int]:
+        return self._proxy.content_hash
+
+
+class RefCounter:
+    """How many block views point at each physical page id of one allocator."""
+
+    def __init__(self, block_ids: Iterable[int]) -> None:
+        self._counts: dict[int, int] = {block_id: 0 for block_id in block_ids}
+
+    def _check(self, block_id: int) -> None:
+        if block_id not in self._counts:
+            raise UnknownBlock(f"block id {block_id} does not belong to this allocator")
+
+    def incr(self, block_id: int) -> int:
+        self._check(block_id)
+        self._counts[block_id] += 1
+        return self._counts[block_id]
+
+    def decr(self, block_id: int) -> int:
+        self._check(block_id)
+        if self._counts[block_id] == 0:
+            raise DoubleFree(f"block id {block_id} is already free")
+        self._counts[block_id] -= 1
+        return self._counts[block_id]
+
+    def get(self, block_id: int) -> int:
+        self._check(block_id)
+        return self._counts[block_id]
+
+    def nonzero(self) -> dict[int, int]:
+        """The ids in use and their counts, in id order (for snapshots)."""
+        return {b: c for b, c in sorted(self._counts.items()) if c}
+
+
+class CopyOnWriteLog:
+    """The (source id, destination id) copies made since the caller last collected them."""
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[int, int]] = []
+
+    def record(self, src_block_id: int, dst_block_id: int) -> None:
+        self._pairs.append((src_block_id, dst_block_id))
+
+    def pending(self) -> list[tuple[int, int]]:
+        return list(self._pairs)
+
+    def collect(self) -> list[tuple[int, int]]:
+        """Return the recorded copies and start a new log (``common.py:139-154``)."""
+        pairs, self._pairs = self._pairs, []
+        return pairs

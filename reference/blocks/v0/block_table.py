@@ -1,0 +1,141 @@
+"""One sequence's block table: the list of pages holding its tokens, in order.
+
+Position ``p`` of the sequence lives in page ``table[p // block_size]`` at offset
+``p % block_size``. The table only grows at the end (the KV cache is append-only), so the
+table remembers how many positions are filled (``num_full_slots``) and everything beyond that in
+the sequence is "unseen" and still to be written.
+
+Allocation splits the prompt into full pages - *immutable*, hashable, shareable - and at most one
+partly filled *mutable* tail. Appending fills the tail, then asks for fresh pages. With a sliding
+window, pages that fell out of the window are released and replaced by the shared null page, so a
+long sequence holds only about ``window / block_size + 2`` real pages
+(``vllm/core/block/block_table.py:116-174``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from reference.blocks.errors import InvalidArgument
+from reference.blocks.v0.block import Block, NullBlock
+from reference.blocks.v0.device_allocator import DeviceAllocator
+from reference.blocks.v0.status import Device
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def chunks(token_ids: list[int], size: int) -> list[list[int]]:
+    return [token_ids[i:i + size] for i in range(0, len(token_ids), size)]
+
+
+def num_required_blocks(token_ids, block_size: int, num_lookahead_slots: int = 0) -> int:
+    """Pages needed for a fresh sequence, assuming no page can be shared."""
+    return cdiv(len(token_ids) + num_lookahead_slots, block_size)
+
+
+class BlockTable:
+    """The pages of one sequence."""
+
+    def __init__(self, block_size: int, allocator: DeviceAllocator,
+                 blocks: Optional[list[Block]] = None,
+                 max_block_sliding_window: Optional[int] = None) -> None:
+        self.block_size = block_size
+        self.allocator = allocator
+        self.blocks: list[Block] = list(blocks or [])
+        self.max_block_sliding_window = max_block_sliding_window
+        self.num_full_slots = sum(len(b.token_ids) for b in self.blocks)
+
+    @property
+    def is_allocated(self) -> bool:
+        return bool(self.blocks)
+
+    @property
+    def physical_block_ids(self) -> list[int]:
+        return [b.block_id for b in self.blocks]  # type: ignore[misc]
+
+    @property
+    def num_empty_slots(self) -> int:
+        return len(self.blocks) * self.block_size - self.num_full_slots
+
+    def unseen_token_ids(self, sequence_token_ids) -> list[int]:
+        return list(sequence_token_ids[self.num_full_slots:])
+
+    def allocate(self, token_ids: list[int], device: Device = Device.GPU,
+                 extra_hash: Optional[int] = None) -> None:
+        """Give a fresh table pages for ``token_ids``: full pages first, then the tail."""
+        if self.is_allocated:
+            raise InvalidArgument("block table is already allocated")
+        if not token_ids:
+            raise InvalidArgument("cannot allocate a block table for no tokens")
+        parts = chunks(list(token_ids), self.block_size)
+        full = [c for c in parts if len(c) == self.block_size]
+        tail = [c for c in parts if len(c) != self.block_size]
+        blocks: list[Block] = []
+        prev: Optional[Block] = None
+        if full:
+            blocks.extend(self.allocator.allocate_immutable_blocks(None, full, device, extra_hash))
+            prev = blocks[-1]
+        if tail:
+            block = self.allocator.allocate_mutable_block(prev, device, extra_hash)
+            self.allocator.append_token_ids(block, tail[0])
+            blocks.append(block)
+        self.blocks = blocks
+        self.num_full_slots = len(token_ids)
+
+    def append_token_ids(self, token_ids: list[int], num_lookahead_slots: int = 0,
+                         num_computed_slots: Optional[int] = None,
+                         extra_hash: Optional[int] = None) -> None:
+        """Write new tokens (plus room for lookahead slots), dropping out-of-window pages."""
+        if not self.is_allocated:
+            raise InvalidArgument("no blocks have been allocated")
+        if self.max_block_sliding_window is not None:
+            null_block = self.allocator.allocate_or_get_null_block()
+            if num_computed_slots is None:
+                raise InvalidArgument("sliding window needs the number of computed slots")
+            end = num_computed_slots // self.block_size - self.max_block_sliding_window
+            for idx in range(0, end):
+                if self.blocks[idx] is not null_block:
+                    self.allocator.free(self.blocks[idx])
+                    self.blocks[idx] = null_block
+        self.ensure_num_empty_slots(len(token_ids) + num_lookahead_slots, extra_hash)
+        first = self.num_full_slots // self.block_size
+        for i, part in enumerate(self.chunks_for_append(token_ids)):
+            self.allocator.append_token_ids(self.blocks[first + i], part)
+        self.num_full_slots += len(token_ids)
+
+    def ensure_num_empty_slots(self, num_empty_slots: int, extra_hash: Optional[int] = None) -> None:
+        if self.num_empty_slots >= num_empty_slots:
+            return
+        for _ in range(cdiv(num_empty_slots - self.num_empty_slots, self.block_size)):
+            self.blocks.append(self.allocator.allocate_mutable_block(
+                self.blocks[-1], Device.GPU, extra_hash))
+
+    def fork(self) -> "BlockTable":
+        """A second table sharing every page of this one (counts go up by one each)."""
+        if not self.is_allocated:
+            raise InvalidArgument("cannot fork an unallocated block table")
+        if any(isinstance(b, NullBlock) for b in self.blocks):
+            # vLLM walks prev links through pages it already released; undefined, so refused.
+            from reference.blocks.v0.faults import NullBlockMisuse
+            raise NullBlockMisuse("cannot fork a table whose front pages were dropped")
+        return BlockTable(self.block_size, self.allocator, self.allocator.fork(self.blocks[-1]),
+                          self.max_block_sliding_window)
+
+    def free(self) -> None:
+        for block in self.blocks:
+            self.allocator.free(block)
+        self.blocks = []
+
+    def num_blocks_touched_by_append_slots(self, token_ids, num_lookahead_slots: int) -> int:
+        """Worst-case number of pages an append writes to (each may need a new page)."""
+        n = len(token_ids) + num_lookahead_slots
+        first_chunk = self.block_size - self.num_full_slots % self.block_size
+        return 1 + cdiv(n - first_chunk, self.block_size)
+
+    def chunks_for_append(self, token_ids: list[int]) -> list[list[int]]:
+        if not token_ids:
+            return []
+        first_chunk = self.block_size - self.num_full_slots % self.block_size
+        return [list(token_ids[:first_chunk])] + chunks(list(token_ids[first_chunk:]), self.block_size)

@@ -1,0 +1,37 @@
+"""The content hash that lets prefix caching recognise a page it has seen before.
+
+A full page is identified not by its own tokens alone but by *everything before it*: its hash mixes
+whether it is the first page, the hash of the previous page, its tokens and an optional extra hash
+(the LoRA adapter id, for instance). Two pages therefore share a hash only if they share the whole
+prefix up to and including themselves, which is what makes reusing them safe.
+
+The hash is Python's built-in ``hash`` of a tuple, exactly as vLLM v0.10.2 computes it
+(``vllm/core/block/prefix_caching_block.py:927-953``). Tuples of ints, bools and ``None`` hash the
+same in every process, but the "no previous page" sentinel is ``hash('None')`` - a *string* hash,
+which Python randomises per process unless ``PYTHONHASHSEED`` is fixed. Hashes thus agree with
+vLLM's byte for byte inside one process (which is how the lockstep conformance runs) and across
+processes only under the same ``PYTHONHASHSEED``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+# vLLM uses the *string* 'None' (prefix_caching_block.py:75, :977) so that the sentinel is not the
+# constant hash(None) of Python >= 3.12.
+NONE_HASH: int = hash("None")
+
+
+def hash_block_tokens(is_first_block: bool, prev_block_hash: Optional[int],
+                      token_ids: Sequence[int], extra_hash: Optional[int] = None) -> int:
+    """Hash one full page given the hash of the page before it."""
+    if is_first_block and prev_block_hash is None:
+        prev_block_hash = NONE_HASH
+    return hash((is_first_block, prev_block_hash, *token_ids, extra_hash))
+
+
+def hash_hex(value: Optional[int]) -> Optional[str]:
+    """A hash as 16 hex digits (two's complement), for JSON snapshots; None stays None."""
+    if value is None:
+        return None
+    return format(value & 0xFFFF_FFFF_FFFF_FFFF, "016x")

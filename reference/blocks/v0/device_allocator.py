@@ -1,0 +1,141 @@
+"""The CPU/GPU allocator pair: one pool per device, disjoint id ranges, and swapping between them.
+
+Page ids are global: the GPU pool owns ``0 .. num_gpu-1`` and the CPU pool ``num_gpu ..
+num_gpu+num_cpu-1`` (``vllm/core/block/cpu_gpu_block_allocator.py:58-63``), so an id alone says
+where a page lives. Swapping a sequence moves each of its block views: the source pool releases
+the page, the destination pool hands out one (a cache hit may reuse an existing page there), and
+the view keeps its tokens and its place in the chain. The returned mapping uses ids counted from
+each device's first page, which is what the cache engine indexes.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from reference.blocks.errors import InvalidArgument, UnknownBlock
+from reference.blocks.v0.block import Block, NullBlock
+from reference.blocks.v0.faults import NullBlockMisuse
+from reference.blocks.v0.naive_allocator import NaiveAllocator
+from reference.blocks.v0.prefix_caching_allocator import PrefixCachingAllocator
+from reference.blocks.v0.status import Device
+
+Allocator = Union[NaiveAllocator, PrefixCachingAllocator]
+
+
+class DeviceAllocator:
+    """Routes every page operation to the pool that owns the page."""
+
+    def __init__(self, num_gpu_blocks: int, num_cpu_blocks: int, block_size: int,
+                 enable_caching: bool) -> None:
+        if num_gpu_blocks < 0 or num_cpu_blocks < 0:
+            raise InvalidArgument("block counts must not be negative")
+        kind = PrefixCachingAllocator if enable_caching else NaiveAllocator
+        gpu_ids = range(num_gpu_blocks)
+        cpu_ids = range(num_gpu_blocks, num_gpu_blocks + num_cpu_blocks)
+        # Dict order CPU then GPU matters: reset_prefix_cache walks it (cpu_gpu_block_allocator.py:343-350).
+        self.pools: dict[Device, Allocator] = {Device.CPU: kind(cpu_ids, block_size),
+                                               Device.GPU: kind(gpu_ids, block_size)}
+        self.null_block: Optional[NullBlock] = None
+        self.swap_log: dict[int, int] = {}
+
+    @property
+    def gpu(self) -> Allocator:
+        return self.pools[Device.GPU]
+
+    def pool_of(self, block_id: int) -> Allocator:
+        for pool in self.pools.values():
+            if block_id in pool.all_ids:
+                return pool
+        raise UnknownBlock(f"block id {block_id} belongs to no device")
+
+    def allocate_or_get_null_block(self) -> NullBlock:
+        """The sliding-window placeholder page, taken from the GPU pool on first use."""
+        if self.null_block is None:
+            self.null_block = NullBlock(self.gpu.allocate_mutable_block(None))
+        return self.null_block
+
+    def allocate_mutable_block(self, prev: Optional[Block], device: Device,
+                               extra_hash: Optional[int] = None) -> Block:
+        return self.pools[device].allocate_mutable_block(prev, extra_hash)
+
+    def allocate_immutable_blocks(self, prev: Optional[Block], chunks: list[list[int]],
+                                  device: Device, extra_hash: Optional[int] = None) -> list[Block]:
+        return self.pools[device].allocate_immutable_blocks(prev, chunks, extra_hash)
+
+    def append_token_ids(self, block: Block, token_ids: list[int]) -> None:
+        if isinstance(block, NullBlock):
+            raise NullBlockMisuse("the null block must not be written")
+        self.pool_of(block.block_id).append_token_ids(block, token_ids)  # type: ignore[arg-type]
+
+    def free(self, block: Block) -> None:
+        if isinstance(block, NullBlock):
+            return  # the null block is never freed (cpu_gpu_block_allocator.py:202-204)
+        if block.block_id is None:
+            raise InvalidArgument("the block holds no page")
+        self.pool_of(block.block_id).free(block)
+
+    def fork(self, last_block: Block) -> list[Block]:
+        if isinstance(last_block, NullBlock) or last_block.block_id is None:
+            raise NullBlockMisuse("cannot fork from the null block or an unallocated block")
+        return self.pool_of(last_block.block_id).fork(last_block)
+
+    def get_num_free_blocks(self, device: Device) -> int:
+        return self.pools[device].get_num_free_blocks()
+
+    def get_num_total_blocks(self, device: Device) -> int:
+        return self.pools[device].get_num_total_blocks()
+
+    def get_physical_block_id(self, device: Device, absolute_id: int) -> int:
+        return self.pools[device].get_physical_block_id(absolute_id)
+
+    def swap(self, blocks: list[Block], src: Device, dst: Device) -> dict[int, int]:
+        """Move block views from ``src`` to ``dst``; return {old absolute id: new absolute id}."""
+        if any(isinstance(b, NullBlock) for b in blocks):
+            raise NullBlockMisuse("a sequence holding the null block cannot be swapped")
+        src_ids = [b.block_id for b in blocks]
+        self.pools[src].swap_out(blocks)
+        self.pools[dst].swap_in(blocks)
+        mapping: dict[int, int] = {}
+        for s, d in zip(src_ids, [b.block_id for b in blocks]):
+            if s is not None and d is not None:
+                self.swap_log[s] = d
+                mapping[s] = d
+        return mapping
+
+    def get_num_full_blocks_touched(self, blocks: list[Block], device: Device) -> int:
+        return self.pools[device].get_num_full_blocks_touched(blocks)
+
+    def clear_copy_on_writes(self) -> list[tuple[int, int]]:
+        return self.gpu.cows.collect()  # copy-on-write happens on the GPU only
+
+    def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
+        self.gpu.mark_blocks_as_accessed(block_ids, now)
+
+    def mark_blocks_as_computed(self, block_ids: list[int]) -> None:
+        self.gpu.mark_blocks_as_computed(block_ids)
+
+    def get_common_computed_block_ids(self, per_seq_ids: list[list[int]]) -> list[int]:
+        return self.gpu.get_common_computed_block_ids(per_seq_ids)
+
+    def find_cached_blocks_prefix(self, block_hashes: list[int]) -> list[int]:
+        return self.gpu.find_cached_blocks_prefix(block_hashes)
+
+    def get_prefix_cache_hit_rate(self, device: Device) -> float:
+        return self.pools[device].get_prefix_cache_hit_rate()
+
+    def reset_prefix_cache(self, device: Optional[Device] = None) -> bool:
+        if device is not None:
+            return self.pools[device].reset_prefix_cache()
+        success = True
+        for pool in self.pools.values():
+            success = success and pool.reset_prefix_cache()  # short-circuits, as upstream
+        return success
+
+    def snapshot(self) -> dict:
+        return {
+            "gpu": self.pools[Device.GPU].snapshot(),
+            "cpu": self.pools[Device.CPU].snapshot(),
+            "null_block": None if self.null_block is None else self.null_block.block_id,
+            "pending_cows": [list(p) for p in self.gpu.cows.pending()],
+            "swap_log": [[s, d] for s, d in self.swap_log.items()],
+        }

@@ -1,0 +1,81 @@
+"""The LRU evictor: unreferenced cached pages, waiting to be either reused or recycled.
+
+With prefix caching a page whose last reference goes away is not returned to the free list at
+once: its contents may be asked for again. It is parked here instead, and when the pool runs dry
+the allocator *evicts* one parked page - forgets its hash - and hands it out.
+
+Which one? The least recently used (smallest ``last_accessed``); among equally old ones, the page
+ending the *longest* prefix (largest ``num_hashed_tokens``), because a long prefix is less likely
+to be shared than the short prefixes it extends; then the smallest page id, then the smallest
+hash, simply because those are the next fields of the heap tuple. This is vLLM v0.10.2's
+``LRUEvictor`` (``vllm/core/evictor.py:74-150``), reproduced with the same heap discipline:
+
+* entries are pushed, never updated in place; ``update`` only changes the table, so the old heap
+  entry of an updated page no longer matches and is skipped when popped (a quirk kept on purpose);
+* ``remove`` drops a page from the table only; its heap entry becomes stale and is skipped later -
+  unless the page is parked again with the *same* access time, in which case the stale entry looks
+  valid again (vLLM behaves the same way, see :mod:`.prefix_caching_allocator`);
+* when the heap holds more than 50 entries per parked page it is rebuilt from the table.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from reference.blocks.errors import OutOfBlocks, UnknownBlock
+from reference.blocks.v0.content_hash import hash_hex
+from reference.blocks.v0.faults import UpstreamInvariantBroken
+
+CLEANUP_THRESHOLD = 50  # evictor.py:85
+
+
+class LRUEvictor:
+    """Parked pages: ``table`` maps id -> [content hash, hashed tokens, last access]."""
+
+    def __init__(self) -> None:
+        self.table: dict[int, list] = {}
+        self.heap: list[tuple] = []
+
+    def __contains__(self, block_id: int) -> bool:
+        return block_id in self.table
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.table)
+
+    def add(self, block_id: int, content_hash: int, num_hashed_tokens: int,
+            last_accessed: float) -> None:
+        self.table[block_id] = [content_hash, num_hashed_tokens, last_accessed]
+        heapq.heappush(self.heap, (last_accessed, -num_hashed_tokens, block_id, content_hash))
+        if len(self.heap) > CLEANUP_THRESHOLD * len(self.table):
+            self.heap = [(la, -n, b, h) for b, (h, n, la) in self.table.items()]
+            heapq.heapify(self.heap)
+
+    def update(self, block_id: int, last_accessed: float) -> None:
+        if block_id not in self.table:
+            raise UnknownBlock(f"block {block_id} is not parked in the evictor")
+        self.table[block_id][2] = last_accessed
+
+    def remove(self, block_id: int) -> None:
+        if block_id not in self.table:
+            raise UnknownBlock(f"block {block_id} is not parked in the evictor")
+        del self.table[block_id]
+
+    def evict(self) -> tuple[int, int]:
+        """Pop the page to recycle; return (block id, the hash it held)."""
+        if not self.table:
+            raise OutOfBlocks("no parked page to evict")
+        while self.heap:
+            last_accessed, _, block_id, content_hash = heapq.heappop(self.heap)
+            entry = self.table.get(block_id)
+            if entry is not None and entry[2] == last_accessed:
+                del self.table[block_id]
+                return block_id, content_hash
+        # vLLM raises ValueError here after having popped the stale entries (evictor.py:111).
+        raise UpstreamInvariantBroken("every heap entry of the evictor is stale")
+
+    def snapshot(self) -> dict:
+        return {
+            "parked": [[b, hash_hex(h), n, la] for b, (h, n, la) in self.table.items()],
+            "heap": [[la, n, b, hash_hex(h)] for la, n, b, h in self.heap],
+        }

@@ -1,0 +1,100 @@
+"""Two per-sequence ledgers the V0 manager keeps next to the block tables.
+
+:class:`ComputedBlocksTracker` answers "how many leading tokens of this sequence are already in
+the prefix cache?". It hashes the sequence's *tokens* (not its table) page by page, incrementally,
+with the same chained hash the allocator uses, then asks the allocator how long a prefix of those
+hashes names computed cached pages. While a sequence is still in prefill the first answer is kept,
+so a chunked prefill does not see its cached count move under it
+(``vllm/core/block/prefix_caching_block.py:956-1090``).
+
+:class:`LastAccessTracker` remembers, per sequence, the scheduler's last access time; it is
+written to the pages only when the sequence is freed - the moment the pages may enter the evictor
+and their age starts to matter (``:1093-1128``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from reference.blocks.errors import InvalidArgument, UnknownRequest
+from reference.blocks.v0.content_hash import NONE_HASH, hash_block_tokens, hash_hex
+from reference.blocks.v0.device_allocator import DeviceAllocator
+from reference.blocks.v0.sequence_view import SeqView
+
+
+class ComputedBlocksTracker:
+    def __init__(self, allocator: DeviceAllocator, block_size: int, enable_caching: bool) -> None:
+        self.allocator = allocator
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.seq_hashes: dict[int, list[int]] = {}
+        self.seq_num_cached: dict[int, int] = {}
+
+    def _update_hashes(self, seq: SeqView) -> None:
+        hashes = self.seq_hashes.get(seq.seq_id, [])
+        if len(seq.token_ids) < len(hashes) * self.block_size:
+            raise InvalidArgument(f"sequence {seq.seq_id} is shorter than the pages already hashed")
+        prev = NONE_HASH if not hashes else hashes[-1]
+        for i in range(len(hashes), len(seq.token_ids) // self.block_size):
+            page = seq.token_ids[i * self.block_size:(i + 1) * self.block_size]
+            prev = hash_block_tokens(prev == NONE_HASH, prev, page, seq.extra_hash)
+            hashes.append(prev)
+        self.seq_hashes[seq.seq_id] = hashes
+
+    def get_num_cached_tokens(self, seq: SeqView) -> int:
+        if not self.enable_caching:
+            return 0
+        self._update_hashes(seq)
+        previous = self.seq_num_cached.get(seq.seq_id)
+        if previous is not None and seq.is_prefill:
+            return previous
+        cached = len(self.allocator.find_cached_blocks_prefix(self.seq_hashes[seq.seq_id]))
+        self.seq_num_cached[seq.seq_id] = cached * self.block_size
+        return cached * self.block_size
+
+    def is_tracked(self, seq_id: int) -> bool:
+        return not self.enable_caching or (seq_id in self.seq_hashes and seq_id in self.seq_num_cached)
+
+    def remove_seq(self, seq_id: int) -> None:
+        if not self.enable_caching:
+            return
+        if not self.is_tracked(seq_id):
+            raise UnknownRequest(f"sequence {seq_id} has no cached-token record")
+        del self.seq_hashes[seq_id]
+        del self.seq_num_cached[seq_id]
+
+    def snapshot(self) -> dict:
+        return {str(s): {"hashes": [hash_hex(h) for h in hs], "cached_tokens": self.seq_num_cached.get(s)}
+                for s, hs in self.seq_hashes.items()}
+
+
+class LastAccessTracker:
+    def __init__(self, allocator: DeviceAllocator) -> None:
+        self.allocator = allocator
+        self.last_access: dict[int, Optional[float]] = {}
+
+    def add_seq(self, seq_id: int) -> None:
+        if seq_id in self.last_access:
+            raise InvalidArgument(f"sequence {seq_id} is already tracked")
+        self.last_access[seq_id] = None
+
+    def remove_seq(self, seq_id: int) -> None:
+        if seq_id not in self.last_access:
+            raise UnknownRequest(f"sequence {seq_id} is not tracked")
+        del self.last_access[seq_id]
+
+    def update_last_access(self, seq_id: int, now: float) -> None:
+        if seq_id not in self.last_access:
+            raise UnknownRequest(f"sequence {seq_id} is not tracked")
+        self.last_access[seq_id] = now
+
+    def write_to_blocks(self, seq_id: int, block_ids: list[int]) -> None:
+        """Stamp the sequence's pages with its last access time, if it has one."""
+        if seq_id not in self.last_access:
+            raise UnknownRequest(f"sequence {seq_id} is not tracked")
+        now = self.last_access[seq_id]
+        if now is not None:
+            self.allocator.mark_blocks_as_accessed(block_ids, now)
+
+    def snapshot(self) -> dict:
+        return {str(s): t for s, t in self.last_access.items()}
