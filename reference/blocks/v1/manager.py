@@ -93,6 +93,7 @@ class KVCacheManager:
         self.hasher = BlockHasher(self.block_size, fn, self.none_hash, policy)
         self.watermark_blocks = int(watermark * num_blocks)
         self.requests: dict[str, RequestState] = {}
+        self._no_hit: tuple[tuple[KVBlock, ...], ...] = tuple(() for _ in self.groups)
         self._stamp = 0  # bumped by every accepted state change; dates ComputedBlocks
 
     # -- request registry ---------------------------------------------------------------------
@@ -125,9 +126,10 @@ class KVCacheManager:
         tokens = self._check_tokens(token_ids, state.num_tokens)
         self._stamp += 1
         state.token_ids.extend(tokens)
-        state.block_hashes.extend(
-            self.hasher.new_hashes(state.block_hashes, state.token_ids, state.cache_salt, state.lora)
-        )
+        if len(state.token_ids) >= (len(state.block_hashes) + 1) * self.block_size:  # a block completed
+            state.block_hashes.extend(
+                self.hasher.new_hashes(state.block_hashes, state.token_ids, state.cache_salt, state.lora)
+            )
 
     # -- the allocation protocol --------------------------------------------------------------
     def get_computed_blocks(self, request_id: str) -> ComputedBlocks:
@@ -156,7 +158,7 @@ class KVCacheManager:
         state = self._request(request_id)
         self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens)
         self._stamp += 1
-        hit = new_computed_blocks.blocks if new_computed_blocks else tuple(() for _ in self.groups)
+        hit = new_computed_blocks.blocks if new_computed_blocks else self._no_hit
         num_local_computed = state.num_computed_tokens + num_new_computed_tokens
         total_computed = min(num_local_computed, self.max_model_len)
         needs_watermark = has_scheduled_reqs and state.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
@@ -168,16 +170,15 @@ class KVCacheManager:
         # adopted, and then the table is still empty.)
         for group in self.groups:
             group.remove_skipped_blocks(request_id, total_computed)
-        needed = sum(
-            group.num_blocks_to_allocate(request_id, num_slots, hit[i], num_local_computed)
-            for i, group in enumerate(self.groups)
-        )
+        needed = 0
+        for group, group_hit in zip(self.groups, hit):
+            needed += group.num_blocks_to_allocate(request_id, num_slots, group_hit, num_local_computed)
         if needed + watermark_blocks > self.pool.num_free_blocks:
             return None
         if any(hit):
             for i, group in enumerate(self.groups):
                 group.add_computed_blocks(request_id, hit[i], num_local_computed)
-        new_blocks = tuple(group.allocate_new_blocks(request_id, num_slots) for group in self.groups)
+        new_blocks = tuple([group.allocate_new_blocks(request_id, num_slots) for group in self.groups])
         if delay_cache_blocks or not self.enable_caching:
             return new_blocks
         # Only tokens that exist are cached; lookahead slots hold unverified draft tokens.
@@ -255,7 +256,7 @@ class KVCacheManager:
 
     def _check_tokens(self, token_ids: Sequence[int], already: int) -> list[int]:
         tokens = list(token_ids) if isinstance(token_ids, (list, tuple)) else None
-        if not tokens or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        if not tokens or not _are_token_ids(tokens):
             raise InvalidArgument(f"token ids must be a non-empty list of non-negative ints, got {token_ids!r}")
         if already + len(tokens) > self.max_model_len:
             raise InvalidArgument(f"{already + len(tokens)} tokens exceed max_model_len {self.max_model_len}")
@@ -274,7 +275,7 @@ class KVCacheManager:
             ("num_new_computed_tokens", num_new_computed_tokens),
             ("num_lookahead_tokens", num_lookahead_tokens),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            if not _is_count(value):
                 raise InvalidArgument(f"{name} must be a non-negative int, got {value!r}")
         if hit is None:
             if num_new_computed_tokens:
@@ -293,3 +294,13 @@ class KVCacheManager:
         end = state.num_computed_tokens + num_new_computed_tokens + num_new_tokens
         if end > state.num_tokens:
             raise InvalidArgument(f"allocating up to token {end} but request {state.request_id!r} has {state.num_tokens}")
+
+
+def _is_count(value: object) -> bool:
+    """A non-negative plain int (``type(...) is int`` also refuses bools, cheaply)."""
+    return type(value) is int and value >= 0
+
+
+def _are_token_ids(tokens: list) -> bool:
+    """Every element a non-negative plain int; both checks run as C loops (the hot path)."""
+    return set(map(type, tokens)) <= {int} and min(tokens) >= 0

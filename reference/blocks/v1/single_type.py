@@ -88,6 +88,7 @@ class GroupManager:
         self.group_id = group_id
         self.block_size = spec.block_size
         self.enable_caching = enable_caching
+        self.is_sliding = isinstance(spec, SlidingWindow)  # full attention never releases pages
         self.req_to_blocks: dict[str, list[KVBlock]] = {}
         # How many leading table entries are registered in the prefix cache (or are nulls that
         # need none). Absent until a request first adopts a hit or caches a block.
@@ -119,6 +120,8 @@ class GroupManager:
         before it was released by an earlier call. The released blocks are freed in that
         backwards order.
         """
+        if not self.is_sliding:
+            return
         skipped = self.num_skipped_tokens(num_computed_tokens)
         if skipped <= 0:
             return
