@@ -150,9 +150,13 @@ class LockstepMachine(RuleBasedStateMachine):
     def step(self, op: dict) -> dict:
         """Apply ``op`` to both systems, compare outcome and state; return the shared outcome."""
         assert self.a is not None, "call self.start(config) in an @initialize rule first"
-        self.trace["ops"].append(op)
+        self.trace["ops"].append(json.loads(json.dumps(op)))  # a copy: rules may reuse their lists
         type(self).counters.steps += 1
-        out, diff = compare_step(self.a, self.b, op)
+        try:
+            out, diff = compare_step(self.a, self.b, op)
+        except Exception as err:  # an exception no adapter maps to a category: keep its trace too
+            self._diverged(f"{op!r} raised {type(err).__name__}: {err} (not an OpError: a bug in an "
+                           f"adapter, the reference or vLLM)")
         if diff:
             self._diverged(diff)
         return out

@@ -221,14 +221,20 @@ class V0Machine(LockstepMachine):
             self.do({"op": "num_cached_tokens", "seq": child})
         self._touch(child)
 
-    @precondition(lambda self: not self.broken and (self.running or self.swapped))
+    # Only running sequences are freed. Freeing a *swapped* one corrupts vLLM 0.10.2's block-object
+    # pools: the block objects travelled to the CPU allocator keeping the pool index they had in
+    # the GPU allocator's pool (naive_block.py:312-331 reuses the object; common.py:205-229 frees
+    # by pool_id), so the CPU pool later hands out an index past its end (IndexError in
+    # common.py:217) or another allocator's object. Shrunk trace:
+    # conformance/known-upstream-bugs/v0.10.2-free-swapped-sequence.json. The reference has no
+    # object pools and cannot (and should not) mimic that corruption.
+    @precondition(lambda self: not self.broken and self.running)
     @rule(pick=st.integers(0, 100), which=st.integers(0, 100))
     def free(self, pick, which):
-        groups = self.running + self.swapped
+        groups = self.running
         gid = groups[pick % len(groups)]
         sid = self.members[gid][which % len(self.members[gid])]
-        # A refusal (e.g. a swapped sequence whose CPU pages vLLM tries to stamp on the GPU pool)
-        # leaves the sequence alive.
+        # A refusal leaves the sequence alive.
         if "error" not in self.do({"op": "free", "seq": sid}):
             self.members[gid].remove(sid)
         if not self.members[gid]:

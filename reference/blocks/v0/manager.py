@@ -136,7 +136,10 @@ class BlockSpaceManager:
         if num_lookahead_slots < 0:
             raise InvalidArgument("num_lookahead_slots must not be negative")
         unseen = table.unseen_token_ids(seq.token_ids)
-        worst = table.num_blocks_touched_by_append_slots(unseen, num_lookahead_slots) + 1
+        # Every touched page may need a fresh one (growth or copy-on-write); a sliding window
+        # may also take the shared null page on its first drop.
+        worst = table.num_blocks_touched_by_append_slots(unseen, num_lookahead_slots) + (
+            self.max_block_sliding_window is not None)
         with self._atomic(worst, Device.GPU):
             table.append_token_ids(unseen, num_lookahead_slots, seq.num_computed_tokens,
                                    seq.extra_hash)
