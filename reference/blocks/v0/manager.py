@@ -17,8 +17,8 @@ Two vLLM leniencies are kept because callers rely on them: ``free`` of an unknow
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from contextlib import contextmanager, nullcontext
+from typing import ContextManager, Iterator, Optional
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownRequest
 from reference.blocks.v0.block_table import BlockTable, num_required_blocks
@@ -64,16 +64,19 @@ class BlockSpaceManager:
         except KeyError:
             raise UnknownRequest(f"sequence {seq_id} has no block table") from None
 
-    @contextmanager
-    def _atomic(self, worst_case_blocks: int, device: Device) -> Iterator[None]:
+    def _atomic(self, worst_case_blocks: int, device: Device) -> ContextManager[None]:
         """Run a mutation so that running out of pages part way leaves no trace.
 
         When the device surely has enough free pages nothing can fail half way and no copy is
-        made; otherwise the state is copied first and restored if the pool runs dry.
+        made (the common case, kept cheap: it runs on every append); otherwise the state is
+        copied first and restored if the pool runs dry.
         """
         if self.allocator.get_num_free_blocks(device) >= worst_case_blocks:
-            yield
-            return
+            return nullcontext()
+        return self._restore_on_exhaustion()
+
+    @contextmanager
+    def _restore_on_exhaustion(self) -> Iterator[None]:
         saved = copy.deepcopy(self.__dict__)
         try:
             yield
