@@ -272,19 +272,23 @@ def interleaved_replay(runs: Sequence[tuple[Any, Trace]], first: int = 0) -> tup
     return cpu, wall, [side.final_state(p) for (side, _), p in zip(runs, prepared)]
 
 
-def measure(runs: Sequence[tuple[Any, Trace]], repeats: int) -> TraceResult:
+def measure(runs: Sequence[tuple[Any, Any]], repeats: int, replay=None,
+            num_ops: int | None = None) -> TraceResult:
     """Replay every (side, trace) pair ``repeats`` times, interleaved, from fresh managers each time.
 
     Normally every pair holds the same trace; the pairs are explicit so that a test can hand one
-    side a different trace and see the books comparison catch it.
+    side a different trace and see the books comparison catch it. ``replay`` (default: this
+    module's ``interleaved_replay``) and ``num_ops`` let the V0 benchmark reuse the loop.
     """
+    replay = replay or interleaved_replay
     first_trace = runs[0][1]
-    result = TraceResult(first_trace.name, len(first_trace.ops), dict(first_trace.counts))
+    result = TraceResult(first_trace.name, len(first_trace.ops) if num_ops is None else num_ops,
+                         dict(first_trace.counts))
     result.seconds = {side.label: [] for side, _ in runs}
     result.wall_seconds = {side.label: [] for side, _ in runs}
     for repeat in range(repeats):
         try:
-            cpu, wall, books = interleaved_replay(runs, first=repeat)
+            cpu, wall, books = replay(runs, first=repeat)
         except Diverged as err:
             result.problems.append(str(err))
             return result

@@ -36,8 +36,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks import block_manager as v1_bench
 from benchmarks.block_manager import (
-    Diverged, TraceResult, best_ratio, compare_books, format_table, ratios, spread,
+    Diverged, TraceResult, best_ratio, format_table, ratios, spread,
 )
 from benchmarks.traces_v0 import (
     ALLOCATE, APPEND_SLOTS, CACHED, CAN_ALLOCATE, CAN_APPEND, CAN_SWAP_IN, CAN_SWAP_OUT, COMMON, FORK,
@@ -376,25 +377,7 @@ def interleaved_replay(runs: Sequence[tuple[Any, V0Trace]], first: int = 0) -> t
 
 def measure(runs: Sequence[tuple[Any, V0Trace]], repeats: int) -> TraceResult:
     """Replay every (side, trace) pair ``repeats`` times from fresh managers; compare the books."""
-    first_trace = runs[0][1]
-    result = TraceResult(first_trace.name, first_trace.num_timed_ops, dict(first_trace.counts))
-    result.seconds = {side.label: [] for side, _ in runs}
-    result.wall_seconds = {side.label: [] for side, _ in runs}
-    for repeat in range(repeats):
-        try:
-            cpu, wall, books = interleaved_replay(runs, first=repeat)
-        except Diverged as err:
-            result.problems.append(str(err))
-            return result
-        for (side, _), c, w, b in zip(runs, cpu, wall, books):
-            result.seconds[side.label].append(c)
-            result.wall_seconds[side.label].append(w)
-            differences = compare_books(books[0], b)
-            if differences:
-                result.problems.append(f"{side.label} (repeat {repeat + 1}) ended with different books from "
-                                       f"{runs[0][0].label}: " + "; ".join(differences))
-                return result
-    return result
+    return v1_bench.measure(runs, repeats, interleaved_replay, runs[0][1].num_timed_ops)
 
 
 def profile_side(side: Any, trace: V0Trace, top: int = 14) -> str:
