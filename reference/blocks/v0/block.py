@@ -120,25 +120,28 @@ class RefCounter:
     def __init__(self, block_ids: Iterable[int]) -> None:
         self._counts: dict[int, int] = {block_id: 0 for block_id in block_ids}
 
-    def _check(self, block_id: int) -> None:
-        if block_id not in self._counts:
-            raise UnknownBlock(f"block id {block_id} does not belong to this allocator")
+    def _unknown(self, block_id: int) -> UnknownBlock:
+        return UnknownBlock(f"block id {block_id} does not belong to this allocator")
 
     def incr(self, block_id: int) -> int:
-        self._check(block_id)
-        self._counts[block_id] += 1
+        try:
+            self._counts[block_id] += 1
+        except KeyError:
+            raise self._unknown(block_id) from None
         return self._counts[block_id]
 
     def decr(self, block_id: int) -> int:
-        self._check(block_id)
-        if self._counts[block_id] == 0:
+        count = self.get(block_id)
+        if count == 0:
             raise DoubleFree(f"block id {block_id} is already free")
-        self._counts[block_id] -= 1
-        return self._counts[block_id]
+        self._counts[block_id] = count - 1
+        return count - 1
 
     def get(self, block_id: int) -> int:
-        self._check(block_id)
-        return self._counts[block_id]
+        try:
+            return self._counts[block_id]
+        except KeyError:
+            raise self._unknown(block_id) from None
 
     def nonzero(self) -> dict[int, int]:
         """The ids in use and their counts, in id order (for snapshots)."""

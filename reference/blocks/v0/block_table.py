@@ -10,6 +10,11 @@ partly filled *mutable* tail. Appending fills the tail, then asks for fresh page
 window, pages that fell out of the window are released and replaced by the shared null page, so a
 long sequence holds only about ``window / block_size + 2`` real pages
 (``vllm/core/block/block_table.py:116-174``).
+
+The table keeps the pages' physical ids in a second list beside the block views, updated by every
+method that changes a page, because the scheduler asks for the ids of every running sequence on
+every step; reading them must not mean walking the views. vLLM keeps the same mirror
+(``BlockList``, ``vllm/core/block/common.py:232-294``).
 """
 
 from __future__ import annotations
@@ -44,16 +49,13 @@ class BlockTable:
         self.block_size = block_size
         self.allocator = allocator
         self.blocks: list[Block] = list(blocks or [])
+        self.physical_block_ids: list[int] = [b.block_id for b in self.blocks]  # type: ignore[misc]
         self.max_block_sliding_window = max_block_sliding_window
         self.num_full_slots = sum(len(b.token_ids) for b in self.blocks)
 
     @property
     def is_allocated(self) -> bool:
         return bool(self.blocks)
-
-    @property
-    def physical_block_ids(self) -> list[int]:
-        return [b.block_id for b in self.blocks]  # type: ignore[misc]
 
     @property
     def num_empty_slots(self) -> int:
@@ -82,6 +84,7 @@ class BlockTable:
             self.allocator.append_token_ids(block, tail[0])
             blocks.append(block)
         self.blocks = blocks
+        self.physical_block_ids = [b.block_id for b in blocks]  # type: ignore[misc]
         self.num_full_slots = len(token_ids)
 
     def append_token_ids(self, token_ids: list[int], num_lookahead_slots: int = 0,
@@ -99,18 +102,24 @@ class BlockTable:
                 if self.blocks[idx] is not null_block:
                     self.allocator.free(self.blocks[idx])
                     self.blocks[idx] = null_block
+                    self.physical_block_ids[idx] = null_block.block_id  # type: ignore[assignment]
         self.ensure_num_empty_slots(len(token_ids) + num_lookahead_slots, extra_hash)
-        first = self.num_full_slots // self.block_size
-        for i, part in enumerate(self.chunks_for_append(token_ids)):
-            self.allocator.append_token_ids(self.blocks[first + i], part)
+        index = self.num_full_slots // self.block_size
+        for part in self.chunks_for_append(token_ids):
+            block = self.blocks[index]
+            self.allocator.append_token_ids(block, part)
+            # The write may have moved the view: copy-on-write, or a full page found in the cache.
+            self.physical_block_ids[index] = block.block_id  # type: ignore[assignment]
+            index += 1
         self.num_full_slots += len(token_ids)
 
     def ensure_num_empty_slots(self, num_empty_slots: int, extra_hash: Optional[int] = None) -> None:
         if self.num_empty_slots >= num_empty_slots:
             return
         for _ in range(cdiv(num_empty_slots - self.num_empty_slots, self.block_size)):
-            self.blocks.append(self.allocator.allocate_mutable_block(
-                self.blocks[-1], Device.GPU, extra_hash))
+            block = self.allocator.allocate_mutable_block(self.blocks[-1], Device.GPU, extra_hash)
+            self.blocks.append(block)
+            self.physical_block_ids.append(block.block_id)  # type: ignore[arg-type]
 
     def fork(self) -> "BlockTable":
         """A second table sharing every page of this one (counts go up by one each)."""
@@ -127,6 +136,13 @@ class BlockTable:
         for block in self.blocks:
             self.allocator.free(block)
         self.blocks = []
+        self.physical_block_ids = []
+
+    def swap(self, src: Device, dst: Device) -> dict[int, int]:
+        """Move every page to the other device; return {old absolute id: new absolute id}."""
+        mapping = self.allocator.swap(self.blocks, src, dst)
+        self.physical_block_ids = [b.block_id for b in self.blocks]  # type: ignore[misc]
+        return mapping
 
     def num_blocks_touched_by_append_slots(self, token_ids, num_lookahead_slots: int) -> int:
         """Worst-case number of pages an append writes to (each may need a new page)."""
@@ -138,4 +154,4 @@ class BlockTable:
         if not token_ids:
             return []
         first_chunk = self.block_size - self.num_full_slots % self.block_size
-        return [list(token_ids[:first_chunk])] + chunks(list(token_ids[first_chunk:]), self.block_size)
+        return [token_ids[:first_chunk]] + chunks(token_ids[first_chunk:], self.block_size)

@@ -32,20 +32,19 @@ class DeviceAllocator:
         kind = PrefixCachingAllocator if enable_caching else NaiveAllocator
         gpu_ids = range(num_gpu_blocks)
         cpu_ids = range(num_gpu_blocks, num_gpu_blocks + num_cpu_blocks)
-        # Dict order CPU then GPU matters: reset_prefix_cache walks it (cpu_gpu_block_allocator.py:343-350).
-        self.pools: dict[Device, Allocator] = {Device.CPU: kind(cpu_ids, block_size),
-                                               Device.GPU: kind(gpu_ids, block_size)}
+        self.gpu: Allocator = kind(gpu_ids, block_size)
+        self.cpu: Allocator = kind(cpu_ids, block_size)
         self.null_block: Optional[NullBlock] = None
         self.swap_log: dict[int, int] = {}
 
-    @property
-    def gpu(self) -> Allocator:
-        return self.pools[Device.GPU]
+    def pool(self, device: Device) -> Allocator:
+        return self.gpu if device is Device.GPU else self.cpu
 
     def pool_of(self, block_id: int) -> Allocator:
-        for pool in self.pools.values():
-            if block_id in pool.all_ids:
-                return pool
+        if block_id in self.gpu.all_ids:
+            return self.gpu
+        if block_id in self.cpu.all_ids:
+            return self.cpu
         raise UnknownBlock(f"block id {block_id} belongs to no device")
 
     def allocate_or_get_null_block(self) -> NullBlock:
@@ -56,11 +55,11 @@ class DeviceAllocator:
 
     def allocate_mutable_block(self, prev: Optional[Block], device: Device,
                                extra_hash: Optional[int] = None) -> Block:
-        return self.pools[device].allocate_mutable_block(prev, extra_hash)
+        return self.pool(device).allocate_mutable_block(prev, extra_hash)
 
     def allocate_immutable_blocks(self, prev: Optional[Block], chunks: list[list[int]],
                                   device: Device, extra_hash: Optional[int] = None) -> list[Block]:
-        return self.pools[device].allocate_immutable_blocks(prev, chunks, extra_hash)
+        return self.pool(device).allocate_immutable_blocks(prev, chunks, extra_hash)
 
     def append_token_ids(self, block: Block, token_ids: list[int]) -> None:
         if isinstance(block, NullBlock):
@@ -80,21 +79,21 @@ class DeviceAllocator:
         return self.pool_of(last_block.block_id).fork(last_block)
 
     def get_num_free_blocks(self, device: Device) -> int:
-        return self.pools[device].get_num_free_blocks()
+        return self.pool(device).get_num_free_blocks()
 
     def get_num_total_blocks(self, device: Device) -> int:
-        return self.pools[device].get_num_total_blocks()
+        return self.pool(device).get_num_total_blocks()
 
     def get_physical_block_id(self, device: Device, absolute_id: int) -> int:
-        return self.pools[device].get_physical_block_id(absolute_id)
+        return self.pool(device).get_physical_block_id(absolute_id)
 
     def swap(self, blocks: list[Block], src: Device, dst: Device) -> dict[int, int]:
         """Move block views from ``src`` to ``dst``; return {old absolute id: new absolute id}."""
         if any(isinstance(b, NullBlock) for b in blocks):
             raise NullBlockMisuse("a sequence holding the null block cannot be swapped")
         src_ids = [b.block_id for b in blocks]
-        self.pools[src].swap_out(blocks)
-        self.pools[dst].swap_in(blocks)
+        self.pool(src).swap_out(blocks)
+        self.pool(dst).swap_in(blocks)
         mapping: dict[int, int] = {}
         for s, d in zip(src_ids, [b.block_id for b in blocks]):
             if s is not None and d is not None:
@@ -103,7 +102,7 @@ class DeviceAllocator:
         return mapping
 
     def get_num_full_blocks_touched(self, blocks: list[Block], device: Device) -> int:
-        return self.pools[device].get_num_full_blocks_touched(blocks)
+        return self.pool(device).get_num_full_blocks_touched(blocks)
 
     def clear_copy_on_writes(self) -> list[tuple[int, int]]:
         return self.gpu.cows.collect()  # copy-on-write happens on the GPU only
@@ -121,20 +120,22 @@ class DeviceAllocator:
         return self.gpu.find_cached_blocks_prefix(block_hashes)
 
     def get_prefix_cache_hit_rate(self, device: Device) -> float:
-        return self.pools[device].get_prefix_cache_hit_rate()
+        return self.pool(device).get_prefix_cache_hit_rate()
 
     def reset_prefix_cache(self, device: Optional[Device] = None) -> bool:
         if device is not None:
-            return self.pools[device].reset_prefix_cache()
+            return self.pool(device).reset_prefix_cache()
+        # CPU first, then GPU, and a failure skips the rest: vLLM walks its allocator dict in that
+        # order with a short-circuiting ``and`` (cpu_gpu_block_allocator.py:343-350).
         success = True
-        for pool in self.pools.values():
-            success = success and pool.reset_prefix_cache()  # short-circuits, as upstream
+        for pool in (self.cpu, self.gpu):
+            success = success and pool.reset_prefix_cache()
         return success
 
     def snapshot(self) -> dict:
         return {
-            "gpu": self.pools[Device.GPU].snapshot(),
-            "cpu": self.pools[Device.CPU].snapshot(),
+            "gpu": self.gpu.snapshot(),
+            "cpu": self.cpu.snapshot(),
             "null_block": None if self.null_block is None else self.null_block.block_id,
             "pending_cows": [list(p) for p in self.gpu.cows.pending()],
             "swap_log": [[s, d] for s, d in self.swap_log.items()],

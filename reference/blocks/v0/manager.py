@@ -201,7 +201,7 @@ class BlockSpaceManager:
             for table in tables:
                 if not table.blocks:
                     continue
-                mapping = self.allocator.swap(table.blocks, src, dst)
+                mapping = table.swap(src, dst)
                 relative = {self.allocator.get_physical_block_id(src, s):
                             self.allocator.get_physical_block_id(dst, d) for s, d in mapping.items()}
                 pairs.extend(relative.items())
@@ -258,7 +258,7 @@ class BlockSpaceManager:
         """Every observable ledger, as JSON-able data (for tests and conformance)."""
         tables = self.block_tables
         return {
-            "tables": {str(s): t.physical_block_ids for s, t in tables.items()},
+            "tables": {str(s): list(t.physical_block_ids) for s, t in tables.items()},
             "full_slots": {str(s): t.num_full_slots for s, t in tables.items()},
             "tokens": {str(s): [list(b.token_ids) for b in t.blocks] for s, t in tables.items()},
             "hashes": {str(s): [hash_hex(b.content_hash) for b in t.blocks] for s, t in tables.items()},

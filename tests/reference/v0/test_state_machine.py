@@ -179,6 +179,13 @@ class V0ReferenceModel(RuleBasedStateMachine):
 
     @precondition(lambda self: self.m is not None and not self.broken)
     @invariant()
+    def table_ids_mirror_the_views(self):
+        """Catches: a page move (copy-on-write, cache promotion, swap, window drop) that the table's id list missed."""
+        for sid, table in self.m.block_tables.items():
+            assert table.physical_block_ids == [b.block_id for b in table.blocks], f"sequence {sid}"
+
+    @precondition(lambda self: self.m is not None and not self.broken)
+    @invariant()
     def books_balance(self):
         """Catches: leaked pages, pages both free and used, ref counts != table references."""
         snap = self.m.snapshot()
