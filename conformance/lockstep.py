@@ -203,7 +203,11 @@ def replay(trace: dict) -> tuple[int, str | None]:
         return 0, f"initial state differs at {diff}"
     expect = trace.get("expect") or [None] * len(trace["ops"])
     for i, (op, want) in enumerate(zip(trace["ops"], expect)):
-        out, diff = compare_step(a, b, op)
+        try:
+            out, diff = compare_step(a, b, op)
+        except Exception as err:  # as in LockstepMachine.step: report it, with where it happened
+            return i + 1, (f"{op!r} raised {type(err).__name__}: {err} (not an OpError: a bug in an "
+                           f"adapter, the reference or vLLM)")
         if diff:
             return i + 1, diff
         if want and "outcome" in want:

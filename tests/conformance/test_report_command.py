@@ -91,3 +91,33 @@ def test_replay_reports_unreadable_trace(tmp_path, capsys):
     bad.write_text("{not json")
     assert cli.main(["replay", str(bad)]) == 2
     assert "unreadable trace" in capsys.readouterr().out
+
+
+def test_replay_reports_an_unmapped_exception_as_a_divergence(monkeypatch, tmp_path, capsys):
+    """Catches: a system raising something its adapter does not map (vLLM 0.10.2's IndexError
+    after freeing a swapped sequence) crashing the replay command with a traceback, instead of
+    naming the op, as the state machines do, and exiting 1."""
+    from conformance.machines import v0
+
+    class Steady:
+        label = "steady"
+
+        def apply(self, op):
+            return None
+
+        def snapshot(self):
+            return {}
+
+    class Crashing(Steady):
+        label = "crashing"
+
+        def apply(self, op):
+            if op["op"] == "boom":
+                raise IndexError("list index out of range")
+
+    monkeypatch.setattr(v0, "make_systems", lambda config: (Steady(), Crashing()))
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"semantics": "v0", "config": {}, "ops": [{"op": "fine"}, {"op": "boom"}]}))
+    assert cli.main(["replay", str(trace)]) == 1
+    out = capsys.readouterr().out
+    assert "DIVERGED after 2 of 2 ops" in out and "raised IndexError" in out

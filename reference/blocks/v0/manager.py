@@ -9,7 +9,9 @@ same order, the same copy-on-write and swap pairs, the same ``AllocStatus``.
 
 Refusals: misuse raises a :class:`~reference.blocks.errors.BlockManagerError` and leaves every
 ledger as it was. vLLM itself is not that careful (it leaks pages when an allocation runs dry half
-way); callers that follow the scheduler's protocol - ask ``can_*`` first - never see the difference.
+way, and its prefix-cache hit-rate counter keeps the queries of the failed call); callers that
+follow the scheduler's protocol - ask ``can_*`` first - never see the difference
+(``conformance/known-upstream-bugs/reference-rolls-back-failed-allocate.json`` shows it).
 Two vLLM leniencies are kept because callers rely on them: ``free`` of an unknown sequence and
 ``fork`` of an unknown parent silently do nothing (``block_manager.py:257-259``, ``:340-342``).
 """
