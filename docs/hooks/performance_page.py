@@ -1,0 +1,302 @@
+"""MkDocs hook: the performance page's tables, rendered from the committed benchmark results.
+
+``docs/performance.md`` holds the prose and a ``PERFORMANCE-RESULTS`` marker. The numbers come
+from the JSON files that ``python -m benchmarks.block_manager --json ...`` and
+``python -m benchmarks.block_manager_v0 --json ...`` write to ``benchmarks/results/`` (one file
+per benchmark and vLLM release, listed in :data:`BENCHES`), so the page shows exactly what a run
+measured and nothing typed by hand. Every figure is printed from the file as it stands (ratios
+included: none is recomputed here).
+
+A results file that is missing, or that cannot be read as a benchmark report, does not break the
+build: its section says "not measured yet" and gives the command that writes it. Importing this
+module reads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from mkdocs.exceptions import PluginError
+
+PAGE = "performance.md"
+MARKER = "PERFORMANCE-RESULTS"
+RESULTS_DIR = PurePosixPath("benchmarks/results")
+SIDE_NAMES = {"reference": "reference", "vllm": "vLLM"}
+
+log = logging.getLogger("mkdocs.hooks.performance_page")
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One committed results file: where it lives, what it compares and how to write it again."""
+
+    file: str  # name under RESULTS_DIR
+    title: str  # the section heading on the page
+    module: str  # the benchmark module that writes it
+    vllm: str  # the vLLM release it was measured against
+    unit: str  # what the op count counts
+    untimed: tuple[str, ...] = ()  # trace entries that are replayed but not timed or counted
+
+    @property
+    def path(self) -> PurePosixPath:
+        return RESULTS_DIR / self.file
+
+    @property
+    def command(self) -> str:
+        """The commands (from the repository root) that write this file."""
+        return (f"E=$(scripts/ensure-env requirements/vllm-{self.vllm}.txt)\n"
+                f'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $E/bin/python -m {self.module} --json {self.path}')
+
+
+BENCHES = (
+    Bench("block_manager-vllm-0.33.0.json", "V1 page manager: reference vs vLLM 0.33.0 `KVCacheManager`",
+          "benchmarks.block_manager", "0.33.0", "ops"),
+    Bench("block_manager-vllm-0.10.2.json", "V1 page manager: reference vs vLLM 0.10.2 `KVCacheManager`",
+          "benchmarks.block_manager", "0.10.2", "ops"),
+    Bench("block_manager_v0-vllm-0.10.2.json",
+          "V0 block manager: reference vs vLLM 0.10.2 `SelfAttnBlockSpaceManager`",
+          "benchmarks.block_manager_v0", "0.10.2", "manager calls", untimed=("step",)),
+)
+
+
+class ResultsError(ValueError):
+    """A results file is not a benchmark report the page can show."""
+
+
+Spread = tuple[float, float, float]  # min, median, max
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """One trace's figures, as the benchmark wrote them."""
+
+    name: str
+    num_ops: int
+    counts: dict[str, int]
+    problems: list[str]
+    ops_per_second: dict[str, Spread]  # side label -> spread over the repeats
+    ratio: Spread | None  # per-repeat reference/vLLM throughput ratio
+    best_over_best: float | None
+
+
+@dataclass(frozen=True)
+class Results:
+    """One benchmark run: its context and every trace it measured."""
+
+    source: str
+    found: str
+    policy: str | None
+    sides: list[str]
+    repeats: int
+    requests: int
+    seed: int
+    python: str
+    traces: list[TraceResult] = field(default_factory=list)
+
+
+# -- reading --------------------------------------------------------------------------------------
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ResultsError(f"{what} is {value!r}, not a finite number")
+    return float(value)
+
+
+def _integer(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ResultsError(f"{what} is {value!r}, not an integer")
+    return value
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ResultsError(f"{what} is {value!r}, not a string")
+    return value
+
+
+def _spread(value: object, what: str) -> Spread:
+    if not isinstance(value, dict):
+        raise ResultsError(f"{what} is {value!r}, not a min/median/max object")
+    low, mid, high = (_number(value.get(k), f"{what}.{k}") for k in ("min", "median", "max"))
+    if not low <= mid <= high:
+        raise ResultsError(f"{what} has min {low} / median {mid} / max {high}, out of order")
+    return low, mid, high
+
+
+def _trace(raw: object, sides: list[str], where: str) -> TraceResult:
+    if not isinstance(raw, dict):
+        raise ResultsError(f"{where} is not an object")
+    name = _text(raw.get("name"), f"{where}.name")
+    where = f"trace {name!r}"
+    count_key = next((k for k in ("num_ops", "num_calls") if k in raw), None)  # V1: ops; V0: manager calls
+    if count_key is None:
+        raise ResultsError(f"{where} has neither num_ops nor num_calls")
+    num_ops = _integer(raw.get(count_key), f"{where}.{count_key}")
+    counts = raw.get("counts", {})
+    if not isinstance(counts, dict):
+        raise ResultsError(f"{where}.counts is not an object")
+    counts = {_text(k, f"{where}.counts key"): _integer(v, f"{where}.counts[{k}]") for k, v in counts.items()}
+    problems = raw.get("problems", [])
+    if not isinstance(problems, list):
+        raise ResultsError(f"{where}.problems is not a list")
+    problems = [_text(p, f"{where}.problems entry") for p in problems]
+    speeds = raw.get("ops_per_second", {})
+    if not isinstance(speeds, dict):
+        raise ResultsError(f"{where}.ops_per_second is not an object")
+    unknown = sorted(set(speeds) - set(sides))
+    if unknown:
+        raise ResultsError(f"{where}.ops_per_second names sides {unknown} that 'sides' does not list")
+    ops_per_second = {label: _spread(speeds[label], f"{where}.ops_per_second.{label}")
+                      for label in sides if label in speeds}
+    ratio = raw.get("ratio_reference_over_vllm")
+    best = raw.get("ratio_best_over_best")
+    return TraceResult(
+        name, num_ops, counts, problems, ops_per_second,
+        None if ratio is None else _spread(ratio, f"{where}.ratio_reference_over_vllm"),
+        None if best is None else _number(best, f"{where}.ratio_best_over_best"),
+    )
+
+
+def read_results(path: Path) -> Results:
+    """Parse one results file; raise :class:`ResultsError` naming the file and the defect."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ResultsError(f"{path.name}: not readable JSON: {err}") from None
+    try:
+        if not isinstance(raw, dict):
+            raise ResultsError("the top level is not an object")
+        sides = raw.get("sides")
+        if not isinstance(sides, list) or not sides or not all(isinstance(s, str) for s in sides):
+            raise ResultsError(f"'sides' is {sides!r}, not a non-empty list of side labels")
+        traces = raw.get("traces")
+        if not isinstance(traces, list) or not traces:
+            raise ResultsError("it lists no traces")
+        policy = raw.get("policy")
+        return Results(
+            source=path.name,
+            found=_text(raw.get("found"), "'found'"),
+            policy=None if policy is None else _text(policy, "'policy'"),
+            sides=list(sides),
+            repeats=_integer(raw.get("repeats"), "'repeats'"),
+            requests=_integer(raw.get("requests"), "'requests'"),
+            seed=_integer(raw.get("seed"), "'seed'"),
+            python=_text(raw.get("python"), "'python'"),
+            traces=[_trace(t, sides, f"traces[{i}]") for i, t in enumerate(traces)],
+        )
+    except ResultsError as err:
+        raise ResultsError(f"{path.name}: not a benchmark report: {err}") from None
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _side(label: str) -> str:
+    return SIDE_NAMES.get(label, label)
+
+
+def _kops(spread: Spread | None) -> str:
+    return " / ".join(f"{v / 1e3:.1f}" for v in spread) if spread else "—"
+
+
+def _ratio(spread: Spread | None) -> str:
+    return " / ".join(f"{v:.2f}" for v in spread) if spread else "—"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    {line}" if line else "" for line in text.splitlines())
+
+
+def results_table(results: Results, unit: str = "ops") -> str:
+    """A Markdown table with one row per trace, in the file's order: ops, each side's kops/s
+    (min / median / max over the repeats), and with two sides the reference/vLLM throughput
+    ratio (min / median / max of the per-repeat ratios) and the ratio of the two best replays."""
+    paired = len(results.sides) == 2
+    head = ["trace", unit] + [f"{_side(s)} kops/s<br>min / median / max" for s in results.sides]
+    align = ["---", "---:"] + ["---:"] * len(results.sides)
+    if paired:
+        head += [f"{_side(results.sides[0])} / {_side(results.sides[1])}<br>min / median / max", "best / best"]
+        align += ["---:", "---:"]
+    head.append("books")
+    align.append("---")
+    rows = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    for t in results.traces:
+        cells = [f"`{_cell(t.name)}`", f"{t.num_ops:,}"] + [_kops(t.ops_per_second.get(s)) for s in results.sides]
+        if paired:
+            cells += [_ratio(t.ratio), "—" if t.best_over_best is None else f"{t.best_over_best:.2f}"]
+        cells.append("**differed**" if t.problems else "same on every replay")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def context_line(results: Results, bench: Bench) -> str:
+    """What the run found and how it was run, as the file records it."""
+    policy = f" Reference policy `{_cell(results.policy)}`;" if results.policy else ""
+    return (f"*{_cell(results.found)}.{policy} {results.requests:,} requests per trace, "
+            f"{results.repeats} repeats, seed {results.seed}, Python {_cell(results.python)}; "
+            f"from `{bench.path}`.*")
+
+
+def not_measured(bench: Bench, reason: str) -> str:
+    """The admonition shown in place of a table when the results file is missing or unreadable."""
+    body = (f"{reason[0].upper()}{reason[1:]}. Run, from the repository root:\n\n"
+            f"```bash\n{bench.command}\n```\n\nand rebuild the site.")
+    return f'!!! warning "Not measured yet"\n{_indent(body)}\n'
+
+
+def bench_markdown(bench: Bench, root: Path) -> str:
+    """One benchmark's section: heading, then its table and context, or why there is none."""
+    out = [f"### {bench.title}\n"]
+    path = root / bench.path
+    if not path.is_file():
+        log.info("performance page: %s is missing; the page says 'not measured yet'", bench.path)
+        out.append(not_measured(bench, f"there is no results file `{bench.path}`"))
+        return "\n".join(out)
+    try:
+        results = read_results(path)
+    except ResultsError as err:
+        log.info("performance page: %s", err)
+        out.append(not_measured(bench, f"`{bench.path}` cannot be read ({_cell(err)})"))
+        return "\n".join(out)
+    if not re.search(rf"vLLM {re.escape(bench.vllm)}(?![0-9])", results.found) or len(results.sides) < 2:
+        out.append(f'!!! warning "Not a comparison with vLLM {bench.vllm}"\n'
+                   + _indent(f"This file records: *{_cell(results.found)}*. Rerun it in the vLLM {bench.vllm} "
+                             f"environment:\n\n```bash\n{bench.command}\n```") + "\n")
+    out.append(results_table(results, bench.unit) + "\n")
+    out.append(context_line(results, bench) + "\n")
+    broken = [t for t in results.traces if t.problems]
+    if broken:
+        lines = "\n".join(f"- `{_cell(t.name)}`: {_cell('; '.join(t.problems))}" for t in broken)
+        out.append('!!! failure "Replays disagreed"\n'
+                   + _indent("The two sides did not do the same work on these traces, so their figures "
+                             "compare nothing:\n\n" + lines) + "\n")
+    mixes = "\n".join(
+        f"- `{_cell(t.name)}`: " + ", ".join(
+            f"{_cell(k)} {v:,}" + (" (untimed, not counted)" if k in bench.untimed else "")
+            for k, v in t.counts.items() if v)
+        for t in results.traces if t.counts)
+    if mixes:
+        out.append('??? info "Operations in each trace"\n' + _indent(mixes) + "\n")
+    return "\n".join(out)
+
+
+def results_markdown(root: Path, benches: tuple[Bench, ...] = BENCHES) -> str:
+    """Every benchmark's section, in :data:`BENCHES` order."""
+    return "\n".join(bench_markdown(bench, root) for bench in benches)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Replace the marker on the performance page with the tables."""
+    if page.file.src_uri != PAGE:
+        return markdown
+    if MARKER not in markdown:
+        raise PluginError(f"{PAGE}: the {MARKER} marker is missing")
+    config_file = getattr(config, "config_file_path", None) if config is not None else None
+    root = Path(config_file).resolve().parent if config_file else Path()
+    return markdown.replace(MARKER, results_markdown(root))
