@@ -90,7 +90,7 @@ class BlockPool:
             raise OutOfBlocks(f"asked for {num_blocks} blocks, {self.num_free_blocks} are free")
         taken = self.free_queue.popleft_n(num_blocks)
         for block in taken:
-            if self.enable_caching:
+            if block.block_hash is not None:  # only a hashed block can be a cache entry to evict
                 self._evict(block)
             block.ref_cnt += 1
         return taken
@@ -113,25 +113,34 @@ class BlockPool:
         requests free their tables tail first.
         """
         ordered = list(ordered_blocks)
-        releases = Counter(block.block_id for block in ordered if not block.is_null)
-        for block_id, count in releases.items():
-            if self.blocks[block_id].ref_cnt < count:
-                raise DoubleFree(f"block {block_id} is freed more often than it is referenced")
+        self._check_releasable(ordered)
+        hashless_to_front = self.policy.free_hashless_blocks_to_front
+        null_counted = self.policy.null_block_ref_counted
         released_first: list[KVBlock] = []
         released_last: list[KVBlock] = []
         for block in ordered:
             if block.is_null:
-                if self.policy.null_block_ref_counted:
+                if null_counted:
                     block.ref_cnt -= 1
                 continue
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                to_front = self.policy.free_hashless_blocks_to_front and (
-                    block.block_hash is None or not self.enable_caching
-                )
+                to_front = hashless_to_front and (block.block_hash is None or not self.enable_caching)
                 (released_first if to_front else released_last).append(block)
         self.free_queue.prepend_n(released_first)
         self.free_queue.append_n(released_last)
+
+    def _check_releasable(self, ordered: list[KVBlock]) -> None:
+        """Refuse, before changing anything, a release that would take a count below zero."""
+        real = [block for block in ordered if not block.is_null]
+        if len({id(block) for block in real}) == len(real):  # the usual case: each block once
+            for block in real:
+                if block.ref_cnt < 1:
+                    raise DoubleFree(f"block {block.block_id} is freed more often than it is referenced")
+            return
+        for block_id, count in Counter(block.block_id for block in real).items():
+            if self.blocks[block_id].ref_cnt < count:
+                raise DoubleFree(f"block {block_id} is freed more often than it is referenced")
 
     # -- cache maintenance --------------------------------------------------------------------
     def evict_blocks(self, block_ids: Iterable[int]) -> None:

@@ -60,10 +60,26 @@ class FreeBlockQueue:
         return block
 
     def popleft_n(self, n: int) -> list[KVBlock]:
-        """Remove and return the first ``n`` blocks, front first."""
+        """Remove and return the first ``n`` blocks, front first.
+
+        One walk from the front collects them; the head sentinel is then linked straight to the
+        first block left, so the blocks in between are cut out together rather than one by one.
+        """
         if n > self._size:
             raise OutOfBlocks(f"asked for {n} free blocks, the queue holds {self._size}")
-        return [self.popleft() for _ in range(n)]
+        taken = []
+        node = self._head.next_free
+        for _ in range(n):
+            assert node is not None
+            taken.append(node)
+            node = node.next_free
+        assert node is not None
+        self._head.next_free = node
+        node.prev_free = self._head
+        for block in taken:
+            block.prev_free = block.next_free = None
+        self._size -= n
+        return taken
 
     def remove(self, block: KVBlock) -> None:
         """Unlink ``block`` from wherever it is in the queue."""
@@ -80,7 +96,7 @@ class FreeBlockQueue:
         """Put ``blocks`` at the tail, keeping their order."""
         self._check_unqueued(blocks)
         for block in blocks:
-            self._link_before(block, self._tail)
+            self._link_unqueued_before(block, self._tail)
 
     def prepend_n(self, blocks: list[KVBlock]) -> None:
         """Put ``blocks`` at the front, keeping their order (``blocks[0]`` becomes the front)."""
@@ -88,19 +104,23 @@ class FreeBlockQueue:
         first = self._head.next_free
         assert first is not None
         for block in blocks:
-            self._link_before(block, first)
+            self._link_unqueued_before(block, first)
 
     # -- internals ----------------------------------------------------------------------------
     def _check_unqueued(self, blocks: list[KVBlock]) -> None:
-        seen: set[int] = set()
+        """Refuse the whole batch, before linking any of it, if a block is queued or repeated."""
+        if len({id(block) for block in blocks}) != len(blocks):
+            raise UnknownBlock("the same block is passed twice")
         for block in blocks:
-            if self.contains(block) or id(block) in seen:
+            if self.contains(block):
                 raise UnknownBlock(f"block {block.block_id} is already in the free queue")
-            seen.add(id(block))
 
     def _link_before(self, block: KVBlock, successor: KVBlock) -> None:
         if self.contains(block):
             raise UnknownBlock(f"block {block.block_id} is already in the free queue")
+        self._link_unqueued_before(block, successor)
+
+    def _link_unqueued_before(self, block: KVBlock, successor: KVBlock) -> None:
         predecessor = successor.prev_free
         assert predecessor is not None
         predecessor.next_free = block
