@@ -1,5 +1,5 @@
 """The GPU lane in one command: conformance of vLLM's CUDA and Triton kernels on a GPU, plus a
-short benchmark, written to one JSON report.
+decode-kernel benchmark sweep, written to one JSON report.
 
 Two situations are handled:
 
@@ -25,6 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+from conformance.gpu import bench  # imports nothing heavy (torch only when it runs)
+
 NO_GPU = 2
 
 
@@ -37,11 +39,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--build-dir", type=Path, default=Path("build/gpu-lane"))
     parser.add_argument("--seeds", type=int, default=1, help="random batches per configuration")
     parser.add_argument("--skip-bench", action="store_true")
+    parser.add_argument("--bench-quick", action="store_true",
+                        help="benchmark only the sweep's corners (about a minute on an H200)")
+    parser.add_argument("--bench-max-kv-gib", type=float, default=bench.DEFAULT_MAX_KV_GIB,
+                        help="benchmark: skip points whose KV cache is larger (default "
+                             f"{bench.DEFAULT_MAX_KV_GIB:g})")
     args = parser.parse_args(argv)
     if args.mode == "build" and args.csrc is None:
         parser.error("--mode build needs --csrc PATH (an unpacked vLLM v0.10.2 csrc/)")
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
+    if args.bench_max_kv_gib <= 0:
+        parser.error("--bench-max-kv-gib must be > 0")
     return args
 
 
@@ -109,8 +118,8 @@ def triton_unified(args) -> list[dict]:
 
 
 def benchmark(ops, args) -> dict:
-    from conformance.gpu import bench
-    return bench.run(ops)
+    """The decode-kernel sweep (``bench.py``); prints its table, returns the JSON-able result."""
+    return bench.run(ops, quick=args.bench_quick, max_kv_gib=args.bench_max_kv_gib)
 
 
 DEFAULT_STEPS = {"load_ops": load_ops, "conformance": conformance,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU lane: conformance of vLLM's CUDA/Triton kernels vs the reference, plus a short benchmark.
+# The GPU lane: conformance of vLLM's CUDA/Triton kernels vs the reference, then the decode-kernel
+# benchmark sweep (conformance/gpu/bench.py; --bench-quick for a one-minute subset, --skip-bench to leave it out).
 #
 #   conformance/gpu/run.sh [--mode auto|vllm|build] [--csrc PATH] [--out reports/gpu-lane.json]
 #

@@ -146,7 +146,7 @@ def _varlen_kernel(
 
 def varlen_paged_attention(query, key_cache, value_cache, block_tables, query_start_loc,
                            seq_lens, scale: float, alibi_slopes=None, window_size=(-1, -1),
-                           softcap: float = 0.0, out=None) -> torch.Tensor:
+                           softcap: float = 0.0, out=None, validate: bool = True) -> torch.Tensor:
     """Attention for packed query rows of many sequences over a flash-layout paged cache.
 
     ``query [num_tokens, num_heads, head_size]``; ``key_cache/value_cache [num_blocks,
@@ -154,9 +154,12 @@ def varlen_paged_attention(query, key_cache, value_cache, block_tables, query_st
     ``query_start_loc [num_seqs + 1]`` (cumulative query lengths, starting at 0);
     ``seq_lens [num_seqs]`` (cached prefix + the query rows); ``window_size`` as in vLLM
     (``(left, 0)``, or ``(-1, -1)`` for none); ``softcap`` 0 disables. Returns ``out``.
+    ``validate=False`` skips the host-side input checks, as in
+    :func:`reference.attention.decode.paged_attention_v1`.
     """
-    check_varlen(query, key_cache, value_cache, block_tables, query_start_loc, seq_lens, scale,
-                 alibi_slopes, window_size, softcap)
+    if validate:
+        check_varlen(query, key_cache, value_cache, block_tables, query_start_loc, seq_lens,
+                     scale, alibi_slopes, window_size, softcap)
     if query.stride(2) != 1:
         raise ValueError("query: the head dimension must be contiguous (stride 1)")
     out = torch.empty_like(query) if out is None else out
