@@ -74,6 +74,8 @@ class KVCacheManager:
         entropy: Callable[[int], bytes] = os.urandom,
         watermark: float = 0.0,
     ) -> None:
+        if not isinstance(policy, V1Policy):
+            raise InvalidArgument(f"policy must be a V1Policy (e.g. V1_V0_33_0), got {policy!r}")
         if not groups:
             raise InvalidArgument("at least one KV-cache group is required")
         if len({spec.block_size for spec in groups}) != 1:

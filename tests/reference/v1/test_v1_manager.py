@@ -198,3 +198,10 @@ def test_constructor_rejects_bad_sizes():
             KVCacheManager(kwargs["groups"], kwargs["num_blocks"], 64, V1_V0_33_0)
     with pytest.raises(InvalidArgument):
         SlidingWindow(4, 0)
+
+
+def test_a_policy_that_is_not_a_v1_policy_is_refused_by_name():
+    """Catches: a wrong ``policy`` argument (say a vLLM version string) surfacing as an
+    AttributeError deep in the hashing set-up instead of a clear InvalidArgument."""
+    with pytest.raises(InvalidArgument, match="V1Policy"):
+        KVCacheManager([FullAttention(4)], 11, 256, "0.33.0")
