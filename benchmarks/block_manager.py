@@ -414,10 +414,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if any(r.problems for r in results) else 0
 
 
-def _json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, policy: V1Policy, args) -> dict:
+def json_trace_entries(results: Sequence[TraceResult], labels: Sequence[str], count_key: str = "num_ops") -> list[dict]:
+    """One JSON entry per trace: counts, CPU and wall seconds, throughput spreads and ratios.
+
+    Shared with :mod:`benchmarks.block_manager_v0`, which counts manager calls (``num_calls``)."""
     traces = []
     for r in results:
-        entry: dict[str, Any] = {"name": r.name, "num_ops": r.num_ops, "counts": r.counts, "problems": r.problems,
+        entry: dict[str, Any] = {"name": r.name, count_key: r.num_ops, "counts": r.counts, "problems": r.problems,
                                  "cpu_seconds": r.seconds, "wall_seconds": r.wall_seconds, "ops_per_second": {}}
         for label in labels:
             if r.seconds.get(label):
@@ -426,9 +429,13 @@ def _json_report(results: Sequence[TraceResult], labels: Sequence[str], found: s
             entry["ratio_reference_over_vllm"] = spread(ratios(r, *labels))
             entry["ratio_best_over_best"] = best_ratio(r, *labels)
         traces.append(entry)
-    return {"found": found, "policy": policy.name, "sides": list(labels), "repeats": args.repeats,
-            "requests": args.requests, "seed": args.seed, "python": platform.python_version(), "traces": traces}
+    return traces
 
+
+def _json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, policy: V1Policy, args) -> dict:
+    return {"found": found, "policy": policy.name, "sides": list(labels), "repeats": args.repeats,
+            "requests": args.requests, "seed": args.seed, "python": platform.python_version(),
+            "traces": json_trace_entries(results, labels)}
 
 if __name__ == "__main__":
     sys.exit(main())

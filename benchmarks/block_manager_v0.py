@@ -37,9 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import block_manager as v1_bench
-from benchmarks.block_manager import (
-    Diverged, TraceResult, best_ratio, format_table, ratios, spread,
-)
+from benchmarks.block_manager import Diverged, TraceResult, format_table
 from benchmarks.traces_v0 import (
     ALLOCATE, APPEND_SLOTS, CACHED, CAN_ALLOCATE, CAN_APPEND, CAN_SWAP_IN, CAN_SWAP_OUT, COMMON, FORK,
     FREE, MARK, SCHEDULED, STEP, SWAP_IN, SWAP_OUT, V0_SETTINGS, V0Trace, make_v0_trace, reference_manager,
@@ -451,20 +449,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, args) -> dict:
-    traces = []
-    for r in results:
-        entry: dict[str, Any] = {"name": r.name, "num_calls": r.num_ops, "counts": r.counts, "problems": r.problems,
-                                 "cpu_seconds": r.seconds, "wall_seconds": r.wall_seconds, "ops_per_second": {}}
-        for label in labels:
-            if r.seconds.get(label):
-                entry["ops_per_second"][label] = spread(r.ops_per_second(label))
-        if len(labels) == 2 and not r.problems and all(r.seconds.get(label) for label in labels):
-            entry["ratio_reference_over_vllm"] = spread(ratios(r, *labels))
-            entry["ratio_best_over_best"] = best_ratio(r, *labels)
-        traces.append(entry)
     return {"found": found, "sides": list(labels), "repeats": args.repeats, "requests": args.requests,
-            "seed": args.seed, "python": platform.python_version(), "traces": traces}
-
+            "seed": args.seed, "python": platform.python_version(),
+            "traces": v1_bench.json_trace_entries(results, labels, count_key="num_calls")}
 
 if __name__ == "__main__":
     sys.exit(main())
