@@ -331,7 +331,7 @@ def profile_side(side: Any, trace: Trace, top: int = 12) -> str:
 # -- command line ---------------------------------------------------------------------------------
 def installed_vllm() -> tuple[str | None, str]:
     """(policy name matching the installed vLLM or None, a sentence saying what was found)."""
-    from conformance.adapters.vllm_v1 import SUPPORTED, installed_vllm_version
+    from conformance.versions import V1_POLICY_NAMES as SUPPORTED, installed_vllm_version
 
     version = installed_vllm_version()
     if version is None:

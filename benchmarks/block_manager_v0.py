@@ -391,7 +391,7 @@ def profile_side(side: Any, trace: V0Trace, top: int = 14) -> str:
 # -- command line ---------------------------------------------------------------------------------
 def installed_vllm() -> tuple[bool, str]:
     """(whether vLLM 0.10.2 is installed, a sentence saying what was found)."""
-    from conformance.adapters.vllm_v1 import installed_vllm_version
+    from conformance.versions import installed_vllm_version
 
     version = installed_vllm_version()
     if version is None:

@@ -24,9 +24,9 @@ def corpus() -> list[Path]:
 
 def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
     """Replay every trace that applies to the installed vLLM; fail on the first divergence."""
-    from conformance.report import installed_vllm
+    from conformance.versions import installed_vllm_version
 
-    version = installed_vllm()
+    version = installed_vllm_version()
     replayed, ops, skipped, failures = 0, 0, [], []
     for path in corpus():
         trace = json.loads(path.read_text())

@@ -57,12 +57,16 @@ def prepare() -> None:
 
 
 def installed_version() -> str:
-    """The installed vLLM's version, or raise NotApplicable when vLLM is not importable."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-        return version("vllm")
-    except PackageNotFoundError as err:
-        raise NotApplicable("vLLM is not installed in this environment") from err
+    """The installed vLLM's release (see :func:`conformance.versions.installed_vllm_version`).
+
+    Raises NotApplicable when vLLM is not installed.
+    """
+    from conformance.versions import installed_vllm_version
+
+    version = installed_vllm_version()
+    if version is None:
+        raise NotApplicable("vLLM is not installed in this environment")
+    return version
 
 
 @dataclass

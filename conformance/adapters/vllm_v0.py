@@ -1,4 +1,10 @@
-"""vLLM v0.10.2's real V0 block manager (``SelfAttnBlockSpaceManager``) as a lockstep system.
+"""vLLM's real V0 block manager (``SelfAttnBlockSpaceManager``) as a lockstep system.
+
+Which releases have it, and how they are called, is read from :mod:`conformance.versions`
+(a row's ``v0_api``); a release without it gives "not applicable" with the reason.
+
+Public API (used by the machine and the benchmarks): :meth:`VllmV0System.make_sequence`,
+:meth:`VllmV0System.make_group`, :meth:`VllmV0System.apply`, :meth:`VllmV0System.snapshot`.
 
 Sequences and groups are built the way vLLM's own tests build them (``tests/core/utils.py``
 ``create_dummy_prompt``: a ``Sequence`` from ``token_inputs`` and a ``SequenceGroup`` around it);
@@ -32,8 +38,7 @@ from typing import Any
 
 from conformance.lockstep import NotApplicable, OpError
 from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED
-
-PINNED = "0.10.2"
+from conformance.versions import installed_release
 
 
 def _hex(value):
@@ -46,11 +51,11 @@ class VllmV0System:
     def __init__(self, config: dict) -> None:
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        import vllm
-
-        if vllm.__version__ != PINNED:
-            raise NotApplicable(f"vLLM {vllm.__version__} has no V0 block manager "
-                                f"(removed after {PINNED})")
+        version, row = installed_release()
+        if row.v0_api is None:
+            raise NotApplicable(f"vLLM {version} has no V0 block manager "
+                                "(vllm/core/block_manager.py was removed after 0.10.2)")
+        self.version, self.api = version, row.v0_api
         from vllm.core.block.interfaces import BlockAllocator
         from vllm.core.block_manager import SelfAttnBlockSpaceManager
         from vllm.inputs import token_inputs
@@ -68,9 +73,18 @@ class VllmV0System:
         self.seqs: dict[int, Any] = {}
         self.groups: dict[str, list[int]] = {}
 
+    # -- the public API shared with the benchmarks ---------------------------------------------
+    def make_sequence(self, seq_id: int, tokens: list[int]):
+        """A new WAITING ``vllm.sequence.Sequence`` holding the prompt ``tokens`` (not registered here)."""
+        return self._Sequence(seq_id, inputs=self._token_inputs(list(tokens)),
+                              block_size=self.config["block_size"])
+
+    def make_group(self, group_id: str, seqs: list):
+        """A ``vllm.sequence.SequenceGroup`` around ``seqs``, as the V0 scheduler holds them."""
+        return self._SequenceGroup(request_id=group_id, seqs=list(seqs), arrival_time=0.0)
+
     def _group(self, gid: str):
-        seqs = [self.seqs[s] for s in self.groups[gid]]
-        return self._SequenceGroup(request_id=gid, seqs=seqs, arrival_time=0.0)
+        return self.make_group(gid, [self.seqs[s] for s in self.groups[gid]])
 
     def _set_status(self, gid: str, old, new) -> None:
         for seq in self._group(gid).get_seqs(status=old):
@@ -91,8 +105,7 @@ class VllmV0System:
         if kind == "add_group":
             self.groups[op["group"]] = list(op["seqs"])
             for sid in op["seqs"]:
-                self.seqs[sid] = self._Sequence(sid, inputs=self._token_inputs(list(op["prompt"])),
-                                                block_size=self.config["block_size"])
+                self.seqs[sid] = self.make_sequence(sid, op["prompt"])
             return None
         if kind == "num_cached_tokens":
             return bm.get_num_cached_tokens(self.seqs[op["seq"]])
@@ -115,8 +128,7 @@ class VllmV0System:
         if kind == "append_slots":
             seq = self.seqs.get(op["seq"])
             if seq is None:
-                seq = self._Sequence(op["seq"], inputs=self._token_inputs([0]),
-                                     block_size=self.config["block_size"])
+                seq = self.make_sequence(op["seq"], [0])
             return [list(p) for p in bm.append_slots(seq, op["lookahead"])]
         if kind == "fork":
             parent = self.seqs[op["parent"]]

@@ -8,13 +8,19 @@ objects, advances ``num_computed_tokens`` and ``status`` after a successful allo
 refuses the calls a scheduler would never make (the reference refuses the same ones, with the
 same categories; vLLM itself trusts its caller and does not check).
 
-vLLM is imported only when a system is built. Works with v0.33.0 and v0.10.2; the config's
-``policy`` must name the installed release (see :func:`installed_policy_name`).
+vLLM is imported only when a system is built. How to call the installed release (constructor
+arguments, request construction, which methods exist) is read from its row in
+:mod:`conformance.versions` (:class:`~conformance.versions.V1Api`); the config's ``policy`` must
+name the policy of that row.
+
+Public API (used by the machines and the benchmarks): :meth:`VllmV1System.make_request`,
+:meth:`VllmV1System.advance_after_allocation`, :meth:`VllmV1System.advance_after_preemption`,
+:meth:`VllmV1System.apply`, :meth:`VllmV1System.snapshot`.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 import os
 from contextlib import contextmanager
 from typing import Any
@@ -22,27 +28,7 @@ from unittest import mock
 
 from conformance.adapters.reference_v1 import LORAS, config_entropy, hex_or_none
 from conformance.lockstep import NotApplicable, OpError
-
-SUPPORTED = {"0.33.0": "v0.33.0", "0.10.2": "v0.10.2"}
-
-
-def installed_vllm_version() -> str | None:
-    """The installed vLLM's version string, read from package metadata (vLLM is not imported)."""
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def installed_policy_name() -> str:
-    """The reference policy name matching the installed vLLM; NotApplicable when there is none."""
-    version = installed_vllm_version()
-    if version is None:
-        raise NotApplicable("vLLM is not installed in this environment")
-    base = version.split("+")[0]
-    if base not in SUPPORTED:
-        raise NotApplicable(f"vLLM {version} has no V1 reference policy (supported: {sorted(SUPPORTED)})")
-    return SUPPORTED[base]
+from conformance.versions import installed_release, installed_v1_policy_name
 
 
 @contextmanager
@@ -69,11 +55,12 @@ class VllmV1System:
     label = "vllm"
 
     def __init__(self, config: dict) -> None:
-        policy_name = installed_policy_name()
+        policy_name = installed_v1_policy_name()
         if config["policy"] != policy_name:
             raise NotApplicable(f"config is for vLLM {config['policy']}, installed is {policy_name}")
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-        self.new_api = policy_name == "v0.33.0"
+        self.version, row = installed_release()
+        self.api = row.v1_api
         self.config = config
         self.block_size = config["block_size"]
         self.max_model_len = config["max_model_len"]
@@ -103,10 +90,7 @@ class VllmV1System:
         )
         from vllm.v1.request import Request, RequestStatus
 
-        if self.new_api:
-            import vllm.utils.hashing as hashing
-        else:
-            import vllm.utils as hashing
+        hashing = importlib.import_module(self.api.hashing_module)
         self.torch, self.kv_utils, self.hashing = torch, kv_utils, hashing
         self.LoRARequest, self.SamplingParams, self.Request, self.RequestStatus = (
             LoRARequest, SamplingParams, Request, RequestStatus,
@@ -116,7 +100,7 @@ class VllmV1System:
 
     def _spec(self, group: dict):
         common = dict(block_size=self.block_size, num_kv_heads=1, head_size=1, dtype=self.torch.float32)
-        if not self.new_api:
+        if self.api.spec_use_mla:
             common["use_mla"] = False
         if group["kind"] == "full":
             return self.FullAttentionSpec(**common)
@@ -126,28 +110,49 @@ class VllmV1System:
         groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config["groups"])]
         kv_config = self.KVCacheConfig(num_blocks=self.config["num_blocks"], kv_cache_tensors=[], kv_cache_groups=groups)
         kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.get("enable_caching", True))
-        if self.new_api:
-            kwargs.update(scheduler_block_size=self.block_size, hash_block_size=self.block_size,
-                          watermark=self.config.get("watermark", 0.0))
+        if self.api.manager_block_size_args:
+            kwargs.update(scheduler_block_size=self.block_size, hash_block_size=self.block_size)
+        if self.api.manager_watermark_arg:
+            kwargs["watermark"] = self.config.get("watermark", 0.0)
         elif self.config.get("watermark", 0.0):
-            raise NotApplicable("vLLM 0.10.2 has no watermark")
+            raise NotApplicable(f"vLLM {self.version}'s KVCacheManager has no watermark")
         return self.KVCacheManager(kv_config, **kwargs)
 
-    def _make_request(self, request_id: str, tokens: list[int], salt: str | None, lora: str | None):
+    # -- the public API shared with the benchmarks ---------------------------------------------
+    def make_request(self, request_id: str, tokens: list[int], salt: str | None = None, lora: str | None = None):
+        """A new WAITING ``vllm.v1.request.Request`` built as the installed release wants it.
+
+        ``lora`` names one of :data:`conformance.adapters.reference_v1.LORAS`. The request is not
+        registered with this system (the ``add_request`` op does that).
+        """
         lora_request = None
         if lora is not None:
             name, int_id, path = LORAS[lora]
             lora_request = self.LoRARequest(lora_name=name, lora_int_id=int_id, lora_path=path)
         hasher = self.kv_utils.get_request_block_hasher(self.block_size, self.hash_fn)
         params = self.SamplingParams(max_tokens=17)
-        if self.new_api:
+        kwargs: dict[str, Any] = dict(request_id=request_id, prompt_token_ids=tokens, sampling_params=params,
+                                      pooling_params=None, lora_request=lora_request, cache_salt=salt,
+                                      block_hasher=hasher)
+        if self.api.request_eos_argument:
+            kwargs["eos_token_id"] = 100
+        else:
             params.update_from_generation_config({}, eos_token_id=100)
-            return self.Request(request_id=request_id, prompt_token_ids=tokens, sampling_params=params,
-                                pooling_params=None, lora_request=lora_request, cache_salt=salt,
-                                block_hasher=hasher)
-        return self.Request(request_id=request_id, prompt_token_ids=tokens, sampling_params=params,
-                            pooling_params=None, eos_token_id=100, lora_request=lora_request,
-                            cache_salt=salt, block_hasher=hasher)
+        return self.Request(**kwargs)
+
+    def advance_after_allocation(self, request, num_new_tokens: int) -> None:
+        """The scheduler's bookkeeping after ``allocate_slots`` succeeded for ``request``.
+
+        ``num_new_tokens`` counts every token the allocation made computed: the adopted prefix-hit
+        tokens plus the newly scheduled ones. The request becomes RUNNING.
+        """
+        request.num_computed_tokens += num_new_tokens
+        request.status = self.RequestStatus.RUNNING
+
+    def advance_after_preemption(self, request) -> None:
+        """The scheduler's bookkeeping after ``manager.free(request)`` preempted a running request."""
+        request.num_computed_tokens = 0
+        request.status = self.RequestStatus.PREEMPTED
 
     # -- the scheduler's checks (the reference makes the same refusals) -----------------------
     def _request(self, request_id: str):
@@ -189,7 +194,7 @@ class VllmV1System:
         if op.get("lora") is not None and op["lora"] not in LORAS:
             raise OpError("invalid_argument", f"unknown LoRA {op['lora']!r}")
         self.stamp += 1
-        self.requests[request_id] = self._make_request(request_id, tokens, op.get("salt"), op.get("lora"))
+        self.requests[request_id] = self.make_request(request_id, tokens, op.get("salt"), op.get("lora"))
 
     def _op_append_tokens(self, op: dict) -> None:
         request = self._request(op["req"])
@@ -220,7 +225,7 @@ class VllmV1System:
             raise OpError("invalid_argument", "allocating past the request's tokens")
         kwargs: dict[str, Any] = dict(num_lookahead_tokens=lookahead,
                                       delay_cache_blocks=op.get("delay_cache_blocks", False))
-        if self.new_api:
+        if self.api.allocate_has_scheduled_reqs:
             kwargs["has_scheduled_reqs"] = op.get("has_scheduled_reqs", True)
         try:
             new_blocks = self.manager.allocate_slots(request, n, length, blocks, **kwargs)
@@ -230,8 +235,7 @@ class VllmV1System:
         self.pending_hits.pop(request_id, None)
         if new_blocks is None:
             return None
-        request.num_computed_tokens += length + n
-        request.status = self.RequestStatus.RUNNING
+        self.advance_after_allocation(request, length + n)
         return [list(ids) for ids in new_blocks.get_block_ids()]
 
     def _op_preempt(self, op: dict) -> None:
@@ -242,8 +246,7 @@ class VllmV1System:
             raise OpError("invalid_argument", "request is not running")
         self.stamp += 1
         self.manager.free(request)
-        request.num_computed_tokens = 0
-        request.status = self.RequestStatus.PREEMPTED
+        self.advance_after_preemption(request)
 
     def _op_free(self, op: dict) -> None:
         request = self._request(op["req"])
@@ -257,8 +260,8 @@ class VllmV1System:
 
     def _op_evict_blocks(self, op: dict) -> None:
         ids = op["block_ids"]
-        if not self.new_api:
-            raise OpError("invalid_argument", "evict_blocks does not exist in vLLM 0.10.2")
+        if not self.api.evict_blocks_method:
+            raise OpError("invalid_argument", f"evict_blocks does not exist in vLLM {self.version}")
         if not all(isinstance(i, int) and 0 <= i < self.config["num_blocks"] for i in ids):
             raise OpError("invalid_argument", f"block ids {ids!r} outside the pool")
         self.stamp += 1
@@ -267,7 +270,7 @@ class VllmV1System:
     # -- observation --------------------------------------------------------------------------
     def _cached_entries(self) -> list[list]:
         table = self.manager.block_pool.cached_block_hash_to_block
-        raw = table._cache if hasattr(table, "_cache") else table  # v0.33.0 wraps the dict
+        raw = table._cache if self.api.cached_map_wrapped else table
         entries = []
         for key, holders in raw.items():
             ids = list(holders) if isinstance(holders, dict) else [holders.block_id]

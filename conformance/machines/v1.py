@@ -22,6 +22,7 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.lockstep import LockstepMachine, NotApplicable, run_machine
 from conformance.properties import Property
+from reference.blocks.policies import V1_POLICIES
 
 SEMANTICS = "v1"
 ALPHABET = (0, 1, 2)
@@ -45,9 +46,9 @@ def make_systems(config: dict):
 
 def target_policy() -> str:
     """The policy of the installed vLLM (NotApplicable without one)."""
-    from conformance.adapters.vllm_v1 import installed_policy_name
+    from conformance.versions import installed_v1_policy_name
 
-    return installed_policy_name()
+    return installed_v1_policy_name()
 
 
 @st.composite
@@ -72,7 +73,7 @@ def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dic
         "hash_fn": draw(st.sampled_from(["sha256", "sha256_cbor"])),
         "pythonhashseed": draw(st.sampled_from([None, "0", "1234"])),
         "entropy": draw(st.sampled_from(["5e" * 32, "a1" * 32])),
-        "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if policy == "v0.33.0" else 0.0,
+        "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if V1_POLICIES[policy].watermark_supported else 0.0,
     }
     if peer:
         config["peer"] = peer
@@ -114,16 +115,21 @@ class V1Machine(LockstepMachine):
         return state["num_tokens"] - state["num_computed_tokens"] - hit
 
     def allows_delay(self) -> bool:
-        # v0.10.2 caches the null block when a delayed sliding-window table is cached later
-        # (a defect the reference does not model), so delayed caching is drawn only where both
-        # releases are well defined.
-        return self.trace["config"]["policy"] == "v0.33.0" or not self.sliding
+        # Where cache_full_blocks caches null blocks too (v0.10.2: policy field
+        # cache_full_blocks_skips_null), the reference models the hashes but not the later
+        # consequences, so delayed caching is drawn with sliding windows only where null
+        # blocks are skipped.
+        return self.policy().cache_full_blocks_skips_null or not self.sliding
+
+    def policy(self):
+        """The V1Policy this trace runs under."""
+        return V1_POLICIES[self.trace["config"]["policy"]]
 
     def allocation_extras(self, data) -> dict:
         extras = {"num_lookahead_tokens": data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead")}
         if self.allows_delay():
             extras["delay_cache_blocks"] = data.draw(st.sampled_from([False, False, False, True]), label="delay")
-        if self.trace["config"]["policy"] == "v0.33.0":
+        if self.policy().watermark_supported:
             extras["has_scheduled_reqs"] = data.draw(st.booleans(), label="has_scheduled")
         return extras
 
@@ -234,7 +240,7 @@ class V1Machine(LockstepMachine):
     @rule(data=st.data())
     def maintain_cache(self, data) -> None:
         """Reset the prefix cache (refused while blocks are in use) or evict chosen blocks (v0.33.0)."""
-        can_evict = self.trace["config"]["policy"] == "v0.33.0"
+        can_evict = self.policy().evict_blocks_supported
         if can_evict and data.draw(st.booleans(), label="evict"):
             top = self.trace["config"]["num_blocks"] - 1
             ids = data.draw(st.lists(st.integers(0, top), max_size=3, unique=True), label="block_ids")

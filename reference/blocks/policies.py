@@ -71,6 +71,14 @@ class V1Policy:
     #   v0.33.0 vllm/v1/core/block_pool.py:851-869; v0.10.2: absent
     evict_blocks_supported: bool
 
+    # Whether BlockPool.cache_full_blocks skips the null block. False (v0.10.2): when a
+    # sliding-window table is cached after a delay (delay_cache_blocks=True, then a later
+    # allocation), the null blocks that replaced its out-of-window entries are given the
+    # request's hashes and entered in the prefix-cache map like any block.
+    #   v0.10.2 vllm/v1/core/block_pool.py:135-143 (no is_null check in the loop)
+    #   v0.33.0 vllm/v1/core/block_pool.py:277-282 (`if blk.is_null ...: continue`)
+    cache_full_blocks_skips_null: bool
+
 
 V1_V0_33_0 = V1Policy(
     name="v0.33.0",
@@ -81,6 +89,7 @@ V1_V0_33_0 = V1Policy(
     zero_token_hit_adoption=True,
     watermark_supported=True,
     evict_blocks_supported=True,
+    cache_full_blocks_skips_null=True,
 )
 
 V1_V0_10_2 = V1Policy(
@@ -92,6 +101,7 @@ V1_V0_10_2 = V1Policy(
     zero_token_hit_adoption=False,
     watermark_supported=False,
     evict_blocks_supported=False,
+    cache_full_blocks_skips_null=False,
 )
 
 V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (V1_V0_33_0, V1_V0_10_2)}

@@ -68,11 +68,12 @@ class BlockPool:
     ) -> None:
         """Register ``blocks[num_cached_blocks:num_full_blocks]`` under the request's hashes.
 
-        Null blocks in the range (slots a sliding window already released) are skipped.
+        Null blocks in the range (slots a sliding window already released) are skipped, unless
+        the policy caches them like any block (``cache_full_blocks_skips_null``).
         """
         for index in range(num_cached_blocks, num_full_blocks):
             block = blocks[index]
-            if block.is_null:
+            if block.is_null and self.policy.cache_full_blocks_skips_null:
                 continue
             key = with_group_id(block_hashes[index], group_id)
             if block.block_hash == key:

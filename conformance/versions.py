@@ -1,0 +1,198 @@
+"""The one place that knows which vLLM is installed and how each release differs.
+
+Two kinds of knowledge live here, both keyed by release ranges in one table (:data:`RELEASES`):
+
+* **behaviour**: the name of the reference policy (:class:`reference.blocks.policies.V1Policy`)
+  that reproduces a release's V1 page management, and whether the release still ships the V0
+  block manager;
+* **API**: how the adapters must call a release (:class:`V1Api`, :class:`V0Api`,
+  :class:`KernelApi`): constructor arguments, how a request is built, which methods exist and
+  what they return. The adapters read these named fields; nothing outside this module compares
+  version strings.
+
+A row covers a closed range of releases ``first`` .. ``last`` and lists in ``measured`` the
+releases whose environment actually ran ``python -m conformance run`` against it (see
+``scripts/version-matrix`` and ``conformance/reports/matrix.json``). A release outside every row
+has no known API and no policy: the adapters answer "not applicable" for it, with the reason.
+
+Reading the version never imports vLLM.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from conformance.lockstep import NotApplicable
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's release, e.g. ``"0.10.2"`` for a ``0.10.2+cu128`` build; None if absent.
+
+    Read from package metadata (vLLM is not imported). The local suffix after ``+`` names a build
+    (CUDA/CPU flavour), not a release, so it is dropped.
+    """
+    try:
+        raw = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return raw.split("+", 1)[0]
+
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")
+
+
+def version_key(version: str) -> tuple[int, int, int, int]:
+    """A sortable key for a final release such as ``"0.6.3.post1"``; ValueError for anything else."""
+    match = _VERSION.match(version)
+    if match is None:
+        raise ValueError(f"not a final vLLM release: {version!r} (expected e.g. 0.10.2 or 0.6.3.post1)")
+    major, minor, patch, post = match.groups()
+    return int(major), int(minor), int(patch), int(post or 0)
+
+
+@dataclass(frozen=True)
+class V1Api:
+    """How the V1 adapter builds and calls a release's ``KVCacheManager``."""
+
+    # Module holding ``sha256`` / ``sha256_cbor``: "vllm.utils.hashing" or "vllm.utils".
+    hashing_module: str
+    # ``FullAttentionSpec`` / ``SlidingWindowSpec`` take a ``use_mla`` argument.
+    spec_use_mla: bool
+    # ``KVCacheManager(...)`` takes ``scheduler_block_size`` and ``hash_block_size``.
+    manager_block_size_args: bool
+    # ``KVCacheManager(...)`` takes ``watermark``.
+    manager_watermark_arg: bool
+    # ``Request(...)`` takes ``eos_token_id``; False: the EOS id is set through
+    # ``SamplingParams.update_from_generation_config({}, eos_token_id=...)``.
+    request_eos_argument: bool
+    # ``allocate_slots`` takes ``has_scheduled_reqs``.
+    allocate_has_scheduled_reqs: bool
+    # ``KVCacheManager.evict_blocks(ids)`` exists.
+    evict_blocks_method: bool
+    # ``BlockPool.cached_block_hash_to_block`` wraps its dict (``._cache``); False: a plain dict.
+    cached_map_wrapped: bool
+
+
+@dataclass(frozen=True)
+class V0Api:
+    """How the V0 adapter builds a release's ``SelfAttnBlockSpaceManager`` inputs."""
+
+    # ``Sequence(seq_id, inputs=token_inputs(tokens), block_size=...)``: inputs built by
+    # ``vllm.inputs.token_inputs``.
+    sequence_token_inputs: bool
+
+
+@dataclass(frozen=True)
+class KernelApi:
+    """Where a release keeps its Triton attention kernels and how they are called."""
+
+    # Package of ``triton_unified_attention`` / ``chunked_prefill_paged_decode``.
+    ops_package: str
+    # ``triton_reshape_and_cache_flash`` exists in ``ops_package``.
+    has_triton_cache_write: bool
+
+
+@dataclass(frozen=True)
+class Release:
+    """One row of the table: a closed range of releases that behave and are called alike."""
+
+    first: str
+    last: str
+    # Name of the V1Policy reproducing these releases (None: no policy known yet).
+    v1_policy: str | None
+    v1_api: V1Api | None
+    # None: the release has no V0 block manager (vllm/core/block_manager.py).
+    v0_api: V0Api | None
+    kernels: KernelApi | None
+    # Releases in the range whose environment ran the conformance command.
+    measured: tuple[str, ...] = ()
+
+    def covers(self, version: str) -> bool:
+        return version_key(self.first) <= version_key(version) <= version_key(self.last)
+
+
+V1_API_0_10 = V1Api(
+    hashing_module="vllm.utils", spec_use_mla=True, manager_block_size_args=False,
+    manager_watermark_arg=False, request_eos_argument=True, allocate_has_scheduled_reqs=False,
+    evict_blocks_method=False, cached_map_wrapped=False,
+)
+V1_API_0_33 = V1Api(
+    hashing_module="vllm.utils.hashing", spec_use_mla=False, manager_block_size_args=True,
+    manager_watermark_arg=True, request_eos_argument=False, allocate_has_scheduled_reqs=True,
+    evict_blocks_method=True, cached_map_wrapped=True,
+)
+
+RELEASES: tuple[Release, ...] = (
+    Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10,
+            v0_api=V0Api(sequence_token_inputs=True),
+            kernels=KernelApi(ops_package="vllm.attention.ops", has_triton_cache_write=False),
+            measured=("0.10.2",)),
+    Release("0.33.0", "0.33.0", v1_policy="v0.33.0", v1_api=V1_API_0_33, v0_api=None,
+            kernels=KernelApi(ops_package="vllm.v1.attention.ops", has_triton_cache_write=True),
+            measured=("0.33.0",)),
+)
+
+
+def release_row(version: str) -> Release | None:
+    """The table row covering ``version`` (a release like ``"0.20.2"``), or None."""
+    for row in RELEASES:
+        if row.covers(version):
+            return row
+    return None
+
+
+def installed_release() -> tuple[str, Release]:
+    """(installed version, its row); NotApplicable without vLLM or for a release outside the table."""
+    version = installed_vllm_version()
+    if version is None:
+        raise NotApplicable("vLLM is not installed in this environment")
+    row = release_row(version)
+    if row is None:
+        known = ", ".join(f"{r.first}..{r.last}" for r in RELEASES)
+        raise NotApplicable(f"vLLM {version} is outside the release table in conformance/versions.py "
+                            f"(known ranges: {known})")
+    return version, row
+
+
+class _PolicyNames(Mapping):
+    """Release -> V1 policy name, for every release in a row that has a V1 policy."""
+
+    def __getitem__(self, version: str) -> str:
+        row = release_row(version)
+        if row is None or row.v1_policy is None:
+            raise KeyError(version)
+        return row.v1_policy
+
+    def __contains__(self, version: object) -> bool:
+        try:
+            return isinstance(version, str) and release_row(version) is not None and \
+                release_row(version).v1_policy is not None
+        except ValueError:
+            return False
+
+    def __iter__(self):
+        return iter(v for r in RELEASES if r.v1_policy for v in r.measured)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+# ``V1_POLICY_NAMES["0.33.0"] == "v0.33.0"``; ``"0.20.2" in V1_POLICY_NAMES`` asks the table.
+V1_POLICY_NAMES: Mapping[str, str] = _PolicyNames()
+
+
+def installed_v1_policy_name() -> str:
+    """The reference policy name for the installed vLLM's V1 manager (NotApplicable without one)."""
+    version, row = installed_release()
+    if row.v1_policy is None or row.v1_api is None:
+        raise NotApplicable(f"vLLM {version} has no V1 reference policy in conformance/versions.py")
+    return row.v1_policy
+
+
+__all__ = [
+    "V0Api", "V1Api", "KernelApi", "Release", "RELEASES", "installed_vllm_version", "installed_release",
+    "installed_v1_policy_name", "release_row", "version_key", "V1_POLICY_NAMES",
+]
