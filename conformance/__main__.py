@@ -1,6 +1,7 @@
 """``python -m conformance``: check the reference against the vLLM installed in this environment.
 
-    python -m conformance run [--examples 200] [--steps 50] [--kernel-examples 25] [--json PATH] [PROPERTY ...]
+    python -m conformance run [--examples 200] [--steps 50] [--kernel-examples 25] [--json PATH]
+                              [--require PROPERTY ...] [PROPERTY ...]
     python -m conformance replay TRACE.json [...]
     python -m conformance list
 
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--kernel-examples", type=int, default=25,
                      help="cases per kernel property (slow on a CPU: Triton interpreter)")
     run.add_argument("--json", type=Path, help="where to write the JSON report")
+    run.add_argument("--require", action="extend", nargs="+", default=[], metavar="PROPERTY",
+                     help="fail the run if one of these properties is not applicable here "
+                          "(e.g. because vLLM does not import); default: none")
     rep = sub.add_parser("replay", help="replay saved traces on the reference and vLLM")
     rep.add_argument("traces", nargs="+", type=Path)
     sub.add_parser("list", help="list the registered properties")
@@ -52,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--examples, --steps and --kernel-examples must be positive")
         from conformance import report
 
-        result = report.run(args.properties, args.examples, args.steps, args.kernel_examples)
+        result = report.run(args.properties, args.examples, args.steps, args.kernel_examples,
+                            required=args.require)
         if args.json:
             report.write(result, args.json)
             print(f"report written to {args.json}")

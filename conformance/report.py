@@ -3,6 +3,11 @@
 The report is printed as a table and written as JSON (the study site's conformance page reads
 it). Every registered property appears in it: passed, failed (with the divergence and the path
 of the saved trace), or not applicable (with the reason).
+
+A property can be *required* (``required=[...]``, the command's ``--require``): then "not
+applicable" is a failure. The project's own test command requires, in each pinned vLLM
+environment, every property that release has, so a vLLM that fails to import, or a harness that
+no longer finds a mechanism, cannot pass quietly. A user's own environment requires nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ def device() -> str:
 
 
 def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int | None = None,
-        out=None) -> dict:
+        out=None, required: list[str] | None = None) -> dict:
     """Run the selected properties (all when ``names`` is empty); return the report dict.
 
     Kernel properties (``kernel.*``) draw ``kernel_examples`` cases (default: ``examples``): on a
@@ -51,16 +56,20 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
     kernel_examples = kernel_examples or examples
     out = out or sys.stdout
     props = all_properties()
-    unknown = sorted(set(names or []) - set(props))
+    required = set(required or [])
+    unknown = sorted((set(names or []) | required) - set(props))
     if unknown:
         raise SystemExit(f"unknown property {', '.join(unknown)}; known: {', '.join(props)}")
+    if names and required - set(names):
+        raise SystemExit(f"required but not selected: {', '.join(sorted(required - set(names)))}")
     selected = [props[n] for n in (names or props)]
     report = {
         "vllm_version": installed_vllm(),
         "device": device(),
         "python": platform.python_version(),
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "settings": {"examples": examples, "steps": steps, "kernel_examples": kernel_examples},
+        "settings": {"examples": examples, "steps": steps, "kernel_examples": kernel_examples,
+                     "required": sorted(required)},
         "properties": [],
     }
     print(f"conformance: vLLM {report['vllm_version'] or '(not installed)'} on {report['device']}; "
@@ -77,11 +86,15 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
                 print(f"{prefix}: {done}/{n} examples ({time.perf_counter() - t0:.0f} s)",
                       file=out, flush=True)
 
-        entry = {"name": prop.name, "checks": prop.checks}
+        entry = {"name": prop.name, "checks": prop.checks, "required": prop.name in required}
         try:
             result = prop.run(n, steps, progress)
         except NotApplicable as why:
-            entry.update(status="not_applicable", examples=0, steps=0, detail=str(why))
+            if prop.name in required:
+                entry.update(status="failed", examples=0, steps=0,
+                             detail=f"required, but not applicable here: {why}")
+            else:
+                entry.update(status="not_applicable", examples=0, steps=0, detail=str(why))
         else:
             entry.update(status="passed" if result.passed else "failed", examples=result.examples,
                          steps=result.steps, detail=result.detail)

@@ -121,3 +121,38 @@ def test_replay_reports_an_unmapped_exception_as_a_divergence(monkeypatch, tmp_p
     assert cli.main(["replay", str(trace)]) == 1
     out = capsys.readouterr().out
     assert "DIVERGED after 2 of 2 ops" in out and "raised IndexError" in out
+
+
+def test_required_property_that_is_not_applicable_fails_the_run(monkeypatch, tmp_path):
+    """Catches: a pinned vLLM environment where vLLM fails to import (or a harness that no longer
+    finds a mechanism) turning every property into "not applicable" and the run into exit 0."""
+    monkeypatch.setattr(report, "FAILURES", tmp_path / "failures")
+
+    def broken_import(examples, steps, progress=None):
+        raise NotApplicable("vLLM 0.10.2 is installed but does not import (ImportError: boom)")
+
+    fake_registry(monkeypatch, Property("demo.pass", "x", lambda e, s, progress=None: Result(True, e, e * s)),
+                  Property("demo.na", "z", broken_import), Property("demo.other", "w", broken_import))
+    out = report.run(None, 2, 2, required=["demo.na"])
+    by = {p["name"]: p for p in out["properties"]}
+    assert by["demo.na"]["status"] == "failed" and by["demo.na"]["required"] is True
+    assert "required, but not applicable here" in by["demo.na"]["detail"] and "boom" in by["demo.na"]["detail"]
+    assert by["demo.other"]["status"] == "not_applicable" and by["demo.other"]["required"] is False
+    assert out["summary"] == {"passed": 1, "failed": 1, "not_applicable": 1}
+    assert out["settings"]["required"] == ["demo.na"]
+    # The command exits non-zero; without --require the same run is lenient (a user's own env).
+    monkeypatch.setattr(cli, "_cpu_environment", lambda gpu: None)
+    assert cli.main(["run", "--examples", "1", "--steps", "1", "--require", "demo.na"]) == 1
+    assert cli.main(["run", "--examples", "1", "--steps", "1"]) == 0
+
+
+def test_require_refuses_unknown_or_unselected_names(monkeypatch):
+    """Catches: a typo in --require that silently requires nothing, or a required property left
+    out of the selection (it would never run, so never fail)."""
+    fake_registry(monkeypatch, Property("demo.pass", "x", lambda e, s, progress=None: Result(True, e)))
+    with pytest.raises(SystemExit, match="unknown property demo.typo"):
+        report.run(None, 1, 1, required=["demo.typo"])
+    fake_registry(monkeypatch, Property("demo.a", "x", lambda e, s, progress=None: Result(True, e)),
+                  Property("demo.b", "y", lambda e, s, progress=None: Result(True, e)))
+    with pytest.raises(SystemExit, match="required but not selected: demo.b"):
+        report.run(["demo.a"], 1, 1, required=["demo.b"])

@@ -1,7 +1,7 @@
 """Lockstep conformance of the V0 reference block manager (semantics "v0").
 
 The vLLM-backed tests need vLLM 0.10.2 (run them in that environment); they skip with the reason
-otherwise. The reference-against-reference tests run anywhere and test the machine itself.
+otherwise, except inside the pinned 0.10.2 environment of the test command, where they fail. The reference-against-reference tests run anywhere and test the machine itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 
 from conformance.lockstep import NotApplicable, replay, run_machine
 from conformance.machines import v0
+from tests.conformance.pinned import unavailable
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v0").glob("*.json"))
 
@@ -22,7 +23,7 @@ def _vllm_v0_or_skip() -> None:
         v0.make_systems({"block_size": 4, "num_gpu_blocks": 2, "num_cpu_blocks": 0,
                          "watermark": 0.0, "sliding_window": None, "enable_caching": False})
     except NotApplicable as err:
-        pytest.skip(str(err))
+        unavailable(str(err), "v0.")
 
 
 @pytest.mark.parametrize("machine", [v0.V0LifecycleSelfMachine, v0.V0PrefixCachingSelfMachine],

@@ -20,10 +20,20 @@ from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
 from reference.blocks.policies import V1_V0_10_2, V1_V0_33_0, V1Policy
+from tests.conformance.pinned import unavailable
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v1").glob("*.json"))
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
-needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not importable in this environment")
+
+
+@pytest.fixture
+def vllm_present():
+    """Skips where vLLM is absent; fails inside a pinned vLLM environment (tests/conformance/pinned.py)."""
+    if not HAS_VLLM:
+        unavailable("vLLM is not importable in this environment", "v1.")
+
+
+needs_vllm = pytest.mark.usefixtures("vllm_present")
 
 
 def test_traces_exist():
@@ -125,6 +135,8 @@ FIELD_SCENARIOS = {
         {"op": "get_computed_blocks", "req": "b"}, alloc("b", 0, True)]),
     "watermark_supported": (cfg(watermark=0.25), [add("a", [1] * 18), alloc("a", 18)]),
     "evict_blocks_supported": (cfg(), [{"op": "evict_blocks", "block_ids": [1]}]),
+    "cache_full_blocks_skips_null": (cfg(groups=SW), [
+        add("a", [1, 2, 1, 2, 1, 2, 1]), {**alloc("a", 4), "delay_cache_blocks": True}, alloc("a", 3)]),
 }
 
 
