@@ -224,13 +224,47 @@ def replay(trace: dict) -> tuple[int, str | None]:
 
 
 # -- running a machine as a property ------------------------------------------------------------
+def _is_divergence(err: BaseException) -> bool:
+    """Is ``err`` a Divergence, or an exception group (Hypothesis reports several distinct
+    failures as one) all of whose members are?"""
+    if isinstance(err, Divergence):
+        return True
+    members = getattr(err, "exceptions", None)
+    return bool(members) and all(_is_divergence(e) for e in members)
+
+
+# The health checks a lockstep machine really trips, and only those:
+MACHINE_HEALTH_CHECKS_OFF = (
+    # Rules run inside data generation; a step that drives vLLM's manager (or the Triton
+    # interpreter) is slower than Hypothesis's budget for generating data.
+    "too_slow",
+    # Runs of up to 100 steps, each drawing lists of tokens, exceed the default data budget.
+    "data_too_large",
+    # The smallest example is an initialize rule plus a run of steps: larger than the default
+    # "base example" Hypothesis expects of a plain test.
+    "large_base_example",
+)
+
+
+def machine_settings(examples: int, steps: int):
+    """Hypothesis settings for a lockstep property run (no database: a run is self-contained)."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+                    suppress_health_check=[getattr(HealthCheck, name) for name in MACHINE_HEALTH_CHECKS_OFF
+                                           if hasattr(HealthCheck, name)],
+                    print_blob=False)
+
+
 def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, progress=None):
     """Run ``machine_cls`` for ``examples`` examples of up to ``steps`` steps; return a Result.
 
     ``progress(examples_done)`` is called as examples start (for the command's progress line).
-    On a divergence the result carries the shrunk trace (``extra["trace"]``).
+    A failure is one of two kinds, in ``extra["failure"]``: ``"divergence"`` (the two systems
+    behaved differently; the result carries the shrunk trace in ``extra["trace"]``) or
+    ``"harness_error"`` (the machine itself could not go on: a Hypothesis error such as
+    ``InvalidDefinition``, or a bug in a rule), which says nothing about vLLM or the reference.
     """
-    from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
     from conformance.properties import Result
@@ -239,25 +273,19 @@ def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, p
     machine_cls.last_divergence = None
     machine_cls.progress = staticmethod(progress) if progress else None
     try:
-        run_state_machine_as_test(
-            machine_cls,
-            settings=settings(
-                max_examples=examples,
-                stateful_step_count=steps,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-                print_blob=False,
-            ),
-        )
+        run_state_machine_as_test(machine_cls, settings=machine_settings(examples, steps))
     except NotApplicable:
         raise
-    except Exception as err:  # a divergence, or a harness bug: both fail the property
+    except Exception as err:  # a divergence, or a harness error: both fail the property
         trace = machine_cls.last_divergence
         c = machine_cls.counters
         detail = str(err).split("\n\ntrace:")[0]
-        return Result(False, c.examples, c.steps, f"{type(err).__name__}: {detail}",
-                      {"trace": trace} if trace else {})
+        divergence = trace is not None and _is_divergence(err)
+        extra = {"failure": "divergence" if divergence else "harness_error"}
+        if trace and divergence:
+            extra["trace"] = trace
+        kind = "" if divergence else "harness error (not a verdict on vLLM or the reference): "
+        return Result(False, c.examples, c.steps, f"{kind}{type(err).__name__}: {detail}", extra)
     c = machine_cls.counters
     return Result(True, c.examples, c.steps, f"{len(c.configs)} distinct configs",
                   {"configs": len(c.configs)})

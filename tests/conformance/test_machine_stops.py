@@ -1,0 +1,113 @@
+"""How a lockstep machine ends: after a refusal, and when the harness itself breaks."""
+
+from __future__ import annotations
+
+from hypothesis.errors import InvalidDefinition
+
+from conformance import lockstep
+from conformance.adapters.reference_v0 import ReferenceV0System
+from conformance.lockstep import Divergence, OpError, run_machine
+from conformance.machines import v0
+
+
+class RefusesAllocate:
+    """A system that answers like vLLM tripping a sanity assertion on every ``allocate``."""
+
+    def __init__(self, inner, label):
+        self.inner, self.label = inner, label
+
+    def apply(self, op):
+        if op["op"] == "allocate":
+            raise OpError("refused", "stand-in for vLLM's assertion")
+        return self.inner.apply(op)
+
+    def snapshot(self):
+        return self.inner.snapshot()
+
+
+def refusing_systems(config):
+    return (RefusesAllocate(ReferenceV0System(config), "a"), RefusesAllocate(ReferenceV0System(config), "b"))
+
+
+def test_v0_machine_ends_cleanly_after_a_refusal(monkeypatch):
+    """Catches: the old `broken` latch, under which every rule's precondition turned false after a
+    refusal and Hypothesis raised InvalidDefinition ("No progress can be made"), reported as a
+    failed property with no replayable trace. Now the example ends at the refusal and passes."""
+    monkeypatch.setattr(v0, "make_systems", refusing_systems)
+    result = run_machine(v0.V0LifecycleSelfMachine, 30, 30)
+    assert result.passed, result.detail
+    assert result.steps > 0
+
+
+def test_v0_machine_sends_nothing_after_a_refusal(monkeypatch):
+    """Catches: a machine that keeps driving vLLM after vLLM refused (its state is no longer
+    trustworthy), which would turn the next op's nonsense into a reported divergence."""
+    systems = []
+
+    class Recording(RefusesAllocate):
+        def __init__(self, inner, label):
+            super().__init__(inner, label)
+            self.sent = []
+            systems.append(self)
+
+        def apply(self, op):
+            self.sent.append(op["op"])
+            return super().apply(op)
+
+    monkeypatch.setattr(v0, "make_systems", lambda c: (Recording(ReferenceV0System(c), "a"),
+                                                      Recording(ReferenceV0System(c), "b")))
+    run_machine(v0.V0LifecycleSelfMachine, 30, 30)
+    refused = [s for s in systems if "allocate" in s.sent]
+    assert refused, "the machine never allocated, so the refusal path was not exercised"
+    for system in refused:  # one pair of systems per example: the refusal is the last op it saw
+        assert system.sent.index("allocate") == len(system.sent) - 1, system.sent
+
+
+def test_harness_errors_are_not_reported_as_divergences():
+    """Catches: a broken machine (here: no rule can ever run) reported as 'vLLM and the reference
+    disagree', which would send a reader hunting for a divergence that does not exist."""
+    from hypothesis import strategies as st
+    from hypothesis.stateful import initialize, precondition, rule
+
+    class Stuck(lockstep.LockstepMachine):
+        semantics_module = v0.__name__
+
+        @initialize(config=v0.config_strategy(False, "reference"))
+        def setup(self, config):
+            self.start(config)
+
+        @precondition(lambda self: False)
+        @rule(x=st.integers())
+        def never(self, x):
+            pass
+
+    result = run_machine(Stuck, 3, 5)
+    assert not result.passed
+    assert result.extra["failure"] == "harness_error" and "trace" not in result.extra
+    assert "harness error" in result.detail and InvalidDefinition.__name__ in result.detail
+
+
+def test_divergences_keep_their_trace_and_kind(monkeypatch):
+    """Catches: a real divergence losing its shrunk trace or being labelled a harness error."""
+
+    class Differs(RefusesAllocate):
+        def apply(self, op):
+            out = self.inner.apply(op)
+            return "different" if self.label == "b" and op["op"] == "num_free" else out
+
+    monkeypatch.setattr(v0, "make_systems", lambda c: (Differs(ReferenceV0System(c), "a"),
+                                                      Differs(ReferenceV0System(c), "b")))
+    result = run_machine(v0.V0LifecycleSelfMachine, 30, 30)
+    assert not result.passed and result.extra["failure"] == "divergence"
+    assert result.extra["trace"]["ops"][-1]["op"] == "num_free"
+    assert issubclass(Divergence, AssertionError)
+
+
+def test_only_the_named_health_checks_are_suppressed():
+    """Catches: a return to suppressing every health check, which hides e.g. a machine whose
+    preconditions filter out almost every draw."""
+    from hypothesis import HealthCheck
+
+    off = set(lockstep.machine_settings(5, 5).suppress_health_check)
+    assert HealthCheck.filter_too_much not in off
+    assert off <= {HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example}
