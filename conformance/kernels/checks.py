@@ -10,10 +10,11 @@ Two facts about vLLM shape the cases (both measured, see the report):
 
 * under the Triton interpreter ``tl.dot`` on bf16 multiplies raw bit patterns, so vLLM's
   dot-based attention kernels are compared in fp32 and fp16 on the CPU (bf16 on a GPU);
-* v0.10.2's ``kernel_unified_attention_2d`` and ``kernel_paged_attention_2d`` load the unwritten
-  tail of a sequence's last block without a mask, so NaN there reaches the output (v0.33.0 masks
-  those loads). Unowned slots are therefore poisoned with NaN where vLLM masks them and with a
-  large finite value where it does not.
+* some releases' ``kernel_unified_attention_2d`` and ``kernel_paged_attention_2d`` load the
+  unwritten tail of a sequence's last block without a mask, so NaN there reaches the output
+  (``KernelApi.unified_masks_tail`` / ``paged_2d_masks_tail`` in conformance/versions.py say
+  which). Unowned slots are therefore poisoned with NaN where vLLM masks them and with a large
+  finite value where it does not.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from reference.attention.batch import make_batch
 from reference.attention.tolerances import assert_attention_close
 
 MAX_LEN = 64
+# Every head size vLLM's paged attention kernels are built for (the CUDA kernel's dispatch list);
+# the Triton kernels pad to the next power of two, so the non-powers (80 ... 192) test the masks.
+HEAD_SIZES = [32, 64, 80, 96, 112, 120, 128, 192, 256]
+# A context long enough for many blocks and, at partition_size = 2 x block_size, many split-K
+# partitions for decode v2; run once in every property run (forced_cases), because random draws
+# stay short to keep the Triton interpreter affordable.
+LONG_CONTEXT = 2053
 
 
 class KernelDidNotRun(AssertionError):
@@ -40,15 +48,16 @@ def attention_dtypes() -> list[torch.dtype]:
     return [torch.float32, torch.float16] + ([] if interpreted else [torch.bfloat16])
 
 
-def masks_unwritten_slots(version: str) -> bool:
-    """Whether vLLM's Triton attention kernels mask loads past the context (v0.33.0 does,
-    v0.10.2 does not); used as "is this the newer kernel family"."""
-    return tuple(int(p) for p in version.split(".")[:2]) >= (0, 11)
+def masks_unwritten_slots(kernel: str) -> bool:
+    """Whether the installed vLLM's ``kernel`` ("paged_attention_2d" or "unified_attention")
+    masks its K/V loads past the context (``KernelApi`` fields in conformance/versions.py)."""
+    api = vk.kernels().api
+    return {"paged_attention_2d": api.paged_2d_masks_tail, "unified_attention": api.unified_masks_tail}[kernel]
 
 
-def poison_for(version: str) -> float:
+def poison_for(kernel: str) -> float:
     """NaN where vLLM masks loads past the context, a finite value where it reads them."""
-    return float("nan") if masks_unwritten_slots(version) else 1000.0
+    return float("nan") if masks_unwritten_slots(kernel) else 1000.0
 
 
 def _require_ran(out: torch.Tensor, what: str) -> None:
@@ -59,25 +68,29 @@ def _require_ran(out: torch.Tensor, what: str) -> None:
 
 
 @st.composite
-def seq_lengths(draw, block_size: int, max_seqs: int = 3) -> list[int]:
+def seq_lengths(draw, block_size: int, max_seqs: int = 3, allow_empty: bool = False) -> list[int]:
+    """Context lengths biased to the block edges; 0 (a sequence with nothing cached yet) where
+    the kernel accepts it. At least one sequence is non-empty."""
     edge = st.sampled_from([1, max(1, block_size - 1), block_size, block_size + 1, MAX_LEN])
-    return draw(st.lists(st.one_of(edge, st.integers(1, MAX_LEN)), min_size=1,
-                         max_size=max_seqs))
+    lens = draw(st.lists(st.one_of(edge, st.integers(1, MAX_LEN)), min_size=1, max_size=max_seqs))
+    if allow_empty and draw(st.integers(0, 4)) == 0:
+        lens.insert(draw(st.integers(0, len(lens))), 0)
+    return lens
 
 
 @st.composite
 def attention_case(draw, layout: str) -> dict:
     num_kv, group = draw(st.sampled_from([(1, 1), (2, 1), (1, 4), (2, 2)]))
     block_size = draw(st.sampled_from([8, 16, 32]))
-    lens = draw(seq_lengths(block_size))
+    lens = draw(seq_lengths(block_size, allow_empty=layout == "flash"))
     case = dict(
         lens=lens, block_size=block_size, num_kv_heads=num_kv, num_heads=num_kv * group,
-        head_size=draw(st.sampled_from([32, 64, 80, 128])),
+        head_size=draw(st.sampled_from(HEAD_SIZES)),
         dtype=draw(st.sampled_from(attention_dtypes())), use_alibi=draw(st.booleans()),
         seed=draw(st.integers(0, 2**20)),
     )
     if layout == "flash":
-        case["query_lens"] = [draw(st.sampled_from([1, n, draw(st.integers(1, n))]))
+        case["query_lens"] = [0 if n == 0 else draw(st.sampled_from([1, n, draw(st.integers(1, n))]))
                               for n in lens]
         case["window_left"] = draw(st.sampled_from([-1, -1, 0, 5, 20]))
         case["softcap"] = draw(st.sampled_from([0.0, 0.0, 2.0]))
@@ -88,6 +101,19 @@ def attention_case(draw, layout: str) -> dict:
 
 flash_attention_case = attention_case("flash")
 classic_attention_case = attention_case("classic")
+
+
+def forced_cases(strategy_name: str) -> list[dict]:
+    """Cases every run of a property checks before its random draws: one long context (with a
+    non-power-of-two head and, for the varlen kernel, an empty sequence beside it)."""
+    long = dict(block_size=16, num_kv_heads=2, num_heads=4, head_size=96, dtype=torch.float32,
+                use_alibi=False, seed=7)
+    if strategy_name == "classic_attention_case":
+        return [dict(long, lens=[LONG_CONTEXT, 17])]
+    if strategy_name == "flash_attention_case":
+        return [dict(long, lens=[LONG_CONTEXT, 0, 17], query_lens=[1, 0, 17], window_left=-1,
+                     softcap=0.0, segments=None)]
+    return []
 
 
 def _batch(case: dict, layout: str, poison: float):
@@ -101,7 +127,7 @@ def _batch(case: dict, layout: str, poison: float):
 def check_paged_attention_2d(case: dict) -> None:
     """vLLM's kernel_paged_attention_2d vs reference decode v1 and v2 vs the oracle."""
     version = vk.kernels().version
-    b = _batch(case, "classic", poison_for(version))
+    b = _batch(case, "classic", poison_for("paged_attention_2d"))
     args = (b.query, b.key_cache, b.value_cache, b.block_tables, b.seq_lens, b.scale,
             b.alibi_slopes)
     got = vk.paged_attention_2d(*args)
@@ -117,12 +143,12 @@ def check_paged_attention_2d(case: dict) -> None:
 def check_unified_attention(case: dict) -> None:
     """vLLM's unified_attention vs the reference varlen kernel vs the oracle."""
     version = vk.kernels().version
-    b = _batch(case, "flash", poison_for(version))
+    b = _batch(case, "flash", poison_for("unified_attention"))
     window = case["window_left"]
     got = vk.unified_attention(b.query, b.key_cache, b.value_cache, b.block_tables,
                                b.query_start_loc, b.seq_lens, b.scale, b.alibi_slopes,
                                window_left=window, softcap=case["softcap"],
-                               segments=case["segments"] if masks_unwritten_slots(version)
+                               segments=case["segments"] if vk.kernels().api.unified_split_k_args
                                else None)
     _require_ran(got, "unified_attention")
     args = (b.query, b.key_cache, b.value_cache, b.block_tables, b.query_start_loc, b.seq_lens,
@@ -145,7 +171,7 @@ def cache_write_case(draw) -> dict:
     skips = draw(st.lists(st.booleans(), min_size=num_tokens, max_size=num_tokens))
     return dict(layout=draw(st.sampled_from(["flash", "classic"])), block_size=block_size,
                 num_blocks=num_blocks, heads=draw(st.integers(1, 3)),
-                head_size=draw(st.sampled_from([32, 64, 80, 128])),
+                head_size=draw(st.sampled_from(HEAD_SIZES)),
                 dtype=draw(st.sampled_from([torch.float32, torch.float16, torch.bfloat16])),
                 slots=[-1 if s else v for v, s in zip(slots, skips)],
                 seed=draw(st.integers(0, 2**20)))

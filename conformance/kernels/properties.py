@@ -16,7 +16,7 @@ after :func:`conformance.adapters.vllm_kernels.prepare` has set up the environme
 
 from __future__ import annotations
 
-from conformance.lockstep import NotApplicable
+from conformance.lockstep import NotApplicable, machine_settings
 from conformance.properties import Property, Result
 
 
@@ -26,7 +26,7 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
 
     vk.prepare()
     vk.installed_version()  # NotApplicable when vLLM is absent
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given, settings
 
     from conformance.kernels import checks
 
@@ -35,8 +35,10 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
     vk.kernels()  # import vLLM once, outside the timed examples
     done = {"n": 0, "last": None}
 
+    # The same health checks as the state machines, for the same reasons (each case runs two
+    # kernels, under the Triton interpreter on a CPU, inside Hypothesis's generation budget).
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
-              suppress_health_check=list(HealthCheck))
+              suppress_health_check=machine_settings(1, 1).suppress_health_check)
     @given(case=strategy)
     def run(case):
         done["last"] = case
@@ -46,6 +48,10 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
         check(case)
 
     try:
+        for case in checks.forced_cases(strategy_name):
+            done["last"] = case
+            done["n"] += 1
+            check(case)
         run()
     except NotApplicable:
         raise

@@ -95,7 +95,8 @@ def check_cache_write(key, value, key_cache, value_cache, slot_mapping, layout: 
         _fail("slot_mapping", "two tokens target the same slot (the write order would be a race)")
 
 
-def _check_tables(block_tables, seq_lens, block_size: int, num_blocks: int, num_seqs: int) -> list:
+def _check_tables(block_tables, seq_lens, block_size: int, num_blocks: int, num_seqs: int,
+                  min_len: int = 1) -> list:
     _tensor("block_tables", block_tables, 2, _INDEX_DTYPES)
     _tensor("seq_lens", seq_lens, 1, _INDEX_DTYPES)
     if seq_lens.shape[0] != num_seqs:
@@ -105,8 +106,9 @@ def _check_tables(block_tables, seq_lens, block_size: int, num_blocks: int, num_
     lens = seq_lens.tolist()
     capacity = block_tables.shape[1] * block_size
     for i, n in enumerate(lens):
-        if n < 1:
-            _fail("seq_lens", f"sequence {i} has length {n}; every sequence needs >= 1 token")
+        if n < min_len:
+            _fail("seq_lens", f"sequence {i} has length {n}; every sequence needs >= {min_len} "
+                              f"token{'s' if min_len != 1 else ''}")
         if n > capacity:
             _fail("seq_lens", f"sequence {i} has length {n} but its block table row addresses "
                               f"only {block_tables.shape[1]} blocks x {block_size} = {capacity}")
@@ -199,7 +201,11 @@ def check_varlen(query, key_cache, value_cache, block_tables, query_start_loc, s
     query_lens = [b - a for a, b in zip(starts, starts[1:])]
     if min(query_lens) < 0:
         _fail("query_start_loc", "must be non-decreasing")
-    lens = _check_tables(block_tables, seq_lens, block_size, num_blocks, num_seqs)
+    # An empty sequence (no tokens, no queries) is a real varlen batch entry: vLLM pads batches
+    # with them. It contributes no output rows. A decode sequence needs at least its query token.
+    lens = _check_tables(block_tables, seq_lens, block_size, num_blocks, num_seqs, min_len=0)
+    if max(lens) < 1:
+        _fail("seq_lens", "every sequence is empty")
     for i, (q, n) in enumerate(zip(query_lens, lens)):
         if q > n:
             _fail("seq_lens", f"sequence {i} has {q} query tokens but only {n} tokens in total")

@@ -129,3 +129,27 @@ def test_values_all_ones_give_ones():
     batch.value_cache[live] = 1.0
     out = call(varlen.varlen_paged_attention, batch, window_size=(5, 0), softcap=2.0)
     torch.testing.assert_close(out, torch.ones_like(out), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("window", [-1, 3])
+def test_empty_sequence_in_a_varlen_batch(window):
+    """Catches: a varlen kernel that refuses, or reads or writes rows for, an empty batch entry
+    (seq_len 0, query_len 0: vLLM pads batches with them), and a non-power-of-two head (80)
+    whose padded lanes leak into the output."""
+    b = make_batch([0, 5, 0], query_lens=[0, 5, 0], layout="flash", num_heads=2, num_kv_heads=1,
+                   head_size=80, block_size=16, dtype=torch.float32, seed=3)
+    options = dict(window_size=(window, 0) if window >= 0 else (-1, -1))
+    got = call(varlen.varlen_paged_attention, b, **options)
+    assert got.shape[0] == 5 and not torch.isnan(got).any()
+    assert_attention_close(got, call(oracle.varlen_oracle, b, **options), "empty entries")
+
+
+def test_all_empty_batch_is_refused():
+    """Catches: a batch with no tokens at all accepted and answered with an empty tensor, hiding a
+    caller's bookkeeping bug."""
+    b = make_batch([0, 5], query_lens=[0, 5], layout="flash", num_heads=2, num_kv_heads=1,
+                   head_size=64, block_size=16, dtype=torch.float32, seed=3)
+    with pytest.raises(ValueError, match="every sequence is empty"):
+        varlen.varlen_paged_attention(b.query[:0], b.key_cache, b.value_cache, b.block_tables,
+                                      torch.zeros(3, dtype=torch.int32), torch.zeros(2, dtype=torch.int32),
+                                      b.scale)
