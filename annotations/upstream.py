@@ -42,9 +42,16 @@ def index_url() -> str:
     )
     if out.returncode == 0 and out.stdout.strip():
         return out.stdout.strip().rstrip("/") + "/"
-    from pip._internal.models.index import PyPI  # pip's built-in default index
-
-    return PyPI.simple_url.rstrip("/") + "/"
+    # pip's built-in default index, read in a child process: importing pip here would make
+    # setuptools' distutils shim step aside for the rest of this process (its spec_for_pip hook),
+    # and a later ``import setuptools`` (torch.utils.cpp_extension) would then fail its assertion.
+    default = subprocess.run(
+        [sys.executable, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+        capture_output=True, text=True, check=False,
+    )
+    if default.returncode != 0 or not default.stdout.strip():
+        raise UpstreamError(f"cannot read pip's default index: {default.stderr.strip()[-500:]}")
+    return default.stdout.strip().rstrip("/") + "/"
 
 
 def _get(url: str, accept: str | None = None) -> bytes:
