@@ -3,6 +3,8 @@
  *   #L12        line 12          (the browser scrolls to it; we highlight it)
  *   #L12-L20    lines 12..20     (no element has this id: we highlight and scroll ourselves)
  *   #note.id    a note           (highlight the note and the lines it covers)
+ *   #reference.x.Symbol  a symbol on a reference source page (its note, or span.ann-sym for an
+ *               attribute; highlight the symbol's lines)
  *
  * Note ids contain dots, so they are looked up with getElementById (or CSS.escape in selectors),
  * never as raw selectors. Runs on load and on every hashchange. Shift-click on a line number
@@ -47,7 +49,7 @@
     } else {
       var el = document.getElementById(id);
       if (!el) el = document.querySelector("#" + CSS.escape(id));
-      if (el && el.classList.contains("ann-note")) {
+      if (el && (el.classList.contains("ann-note") || el.classList.contains("ann-sym"))) {
         el.classList.add("ann-target");
         markLines(parseInt(el.dataset.start, 10), parseInt(el.dataset.end, 10));
         target = el;

@@ -6,8 +6,9 @@ adds one virtual page per file (``sources/v0.10.2/vllm/core/block_manager.py/``)
 navigation under "Annotated sources", and finally replaces each page's placeholder with the
 annotated code. Note bodies are rendered with the site's own Markdown configuration.
 
-Links leave a note in three ways: ``ref`` becomes an autorefs cross-reference to the API page
-(so a symbol that is not documented fails a strict build), ``prop`` points at the property's
+Links leave a note in three ways: ``ref`` links to the symbol's lines on the reference module's
+source page (``docs/hooks/reference_sources.py``; a symbol that names nothing fails a strict
+build), plus one link per note to its side-by-side comparison page; ``prop`` points at the property's
 anchor on the conformance page, and ``see`` (and Markdown citations of notes) at another
 annotated page. A link that cannot be resolved is logged as a warning, which fails
 ``mkdocs build --strict``.
@@ -29,6 +30,8 @@ from annotations import model, upstream
 from annotations.model import AnnotationFile
 
 from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
+from docs.hooks.compare_page import compare_src_uri
+from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
 
 log = logging.getLogger("mkdocs.hooks.annotated_sources")
@@ -114,7 +117,9 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
 class _PageLinks:
     """Resolves a note's ``ref``/``prop``/``see`` links relative to one page."""
 
-    def __init__(self, page: Page, files: Files, sources: SourceSet, properties: set[str] | None) -> None:
+    def __init__(self, page: Page, files: Files, sources: SourceSet, properties: set[str] | None,
+                 reference: ReferenceIndex | None = None) -> None:
+        self.reference = reference
         self.page = page
         self.files = files
         self.sources = sources
@@ -132,7 +137,23 @@ class _PageLinks:
 
     def ref(self, symbol: str) -> str:
         short = ".".join(symbol.split(".")[-2:])
-        return f'<autoref identifier="{escape(symbol)}"><code title="{escape(symbol)}">{escape(short)}</code></autoref>'
+        code = f'<code title="{escape(symbol)}">{escape(short)}</code>'
+        target = self.reference.resolve(symbol) if self.reference is not None else None
+        if target is None:
+            self._warn(f"'ref' link {symbol} names nothing in reference/")
+            return code
+        url = self._url(source_src_uri(target.module))
+        if url is None:
+            self._warn(f"no source page for reference module {target.module} (ref {symbol})")
+            return code
+        return f'<a class="ann-reflink" href="{escape(url)}#{escape(target.anchor)}">{code}</a>'
+
+    def compare(self, note_id: str) -> str | None:
+        entry = self.sources.entries.get(self.page.file.src_uri)
+        if entry is None:
+            return None
+        url = self._url(compare_src_uri(entry.annotation.version, entry.annotation.upstream))
+        return None if url is None else f"{url}#{note_id}"
 
     def prop(self, name: str) -> str | None:
         if self.properties is not None and name not in self.properties:
@@ -187,7 +208,7 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     stale = stale_notes(ann, entry.data)
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
-    links = _PageLinks(page, files, _sources, _registered_properties())
+    links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached())
     code = render_source(ann, entry.data, _render_bodies(entry, page, config, links), links)
     html = html.replace(f"<p>{PAGE_MARKER}-CODE</p>", code, 1)
     html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale), 1)

@@ -45,7 +45,10 @@ class LinkResolver(Protocol):
     """Where a note's links point, as seen from the page being rendered."""
 
     def ref(self, symbol: str) -> str:
-        """HTML for a link to the API documentation of a ``reference`` symbol."""
+        """HTML for a link to a ``reference`` symbol's lines on its source page."""
+
+    def compare(self, note_id: str) -> str | None:
+        """URL of the note on its side-by-side comparison page, or None if there is none."""
 
     def prop(self, name: str) -> str | None:
         """URL of a conformance property's anchor, or None if the property is unknown."""
@@ -205,6 +208,9 @@ def _note_html(
     items: list[str] = []
     for symbol in note.refs:
         items.append(f'<li class="ann-ref">Reference: {links.ref(symbol)}</li>')
+    compare = links.compare(note.id) if note.refs else None
+    if compare:
+        items.append(f'<li class="ann-cmp">Side by side: <a href="{escape(compare)}">these lines beside the reference code</a></li>')
     for name in note.props:
         url = links.prop(name)
         code = f"<code>{escape(name)}</code>"

@@ -51,6 +51,10 @@ class Links:
         self.asked.append(("see", target))
         return None
 
+    def compare(self, note_id: str) -> str | None:
+        self.asked.append(("compare", note_id))
+        return f"compare/#{note_id}"
+
 
 # --- code_lines -----------------------------------------------------------------------------------
 
@@ -162,6 +166,9 @@ def test_note_links_use_the_resolver_and_the_pinned_tag(annotation_root: Path) -
     assert html.escape(upstream_url("9.9.9", "pkg/tiny.py", 3, 6)) in out
     assert upstream_url("9.9.9", "pkg/tiny.py", 3, 6).endswith("/blob/v9.9.9/pkg/tiny.py#L3-L6")
     assert 'href="#L3-L6"' in out
+    # a note with refs links to its side-by-side view; notes without refs do not ask
+    assert ("compare", "tiny.add") in links.asked and 'href="compare/#tiny.add"' in out
+    assert ("compare", "tiny.box") not in links.asked
 
 
 def test_anchor_ids_are_lines_and_note_ids_only(annotation_root: Path) -> None:

@@ -20,6 +20,7 @@ from annotations import model, upstream
 from tests.site.synthetic import HOOKS, annotation_text, write_annotation, UPSTREAM_PY
 
 HOOK = str(HOOKS / "annotated_sources.py")
+REF_HOOK = str(HOOKS / "reference_sources.py")
 
 
 def make_project(tmp_path: Path, theory_link: str = "") -> Path:
@@ -27,14 +28,17 @@ def make_project(tmp_path: Path, theory_link: str = "") -> Path:
     (docs / "sources").mkdir(parents=True)
     (docs / "index.md").write_text("# Home\n\n" + theory_link + "\n")
     (docs / "sources" / "index.md").write_text("# Sources\n\nANNOTATED-SOURCES-INDEX\n")
+    (docs / "reference").mkdir()
+    (docs / "reference" / "index.md").write_text("# Reference\n")
     (docs / "conformance.md").write_text('# Conformance\n\n<div id="demo.prop">demo</div>\n')
     yml = tmp_path / "mkdocs.yml"
     yml.write_text(
         "site_name: test\nsite_url: http://127.0.0.1:8000/\ntheme: {name: mkdocs}\n"
-        f"hooks: ['{HOOK}']\n"
+        f"hooks: ['{HOOK}', '{REF_HOOK}']\n"
         "markdown_extensions: [admonition, attr_list]\n"
         "validation: {links: {anchors: warn, not_found: warn}}\n"
-        "nav:\n  - Home: index.md\n  - Annotated sources:\n    - sources/index.md\n  - Conformance: conformance.md\n"
+        "nav:\n  - Home: index.md\n  - Annotated sources:\n    - sources/index.md\n"
+        "  - Reference:\n    - reference/index.md\n  - Conformance: conformance.md\n"
     )
     return yml
 
@@ -78,7 +82,19 @@ def test_note_links_resolve_to_pages_that_exist(tmp_path, monkeypatch, annotatio
         target = (page_dir / rel / "index.html").resolve()
         assert target.exists(), rel
         assert f'id="{anchor}"' in target.read_text()
-    assert '<autoref identifier="reference.blocks.errors">' in page  # left for autorefs to resolve
+    # ref: opens the module's source page at the symbol, and that page lists the note back
+    ref = re.search(r'class="ann-reflink" href="([^"#]+)#(reference\.blocks\.errors)"', page)
+    assert ref, "the note's ref: link is missing"
+    target = (page_dir / ref[1] / "index.html").resolve()
+    ref_page = target.read_text()
+    assert 'id="reference.blocks.errors"' in ref_page
+    back = re.search(r'<li class="ann-cite">.*?href="([^"#]+)#tiny\.add".*?</li>', ref_page)
+    assert back and (target.parent / back[1] / "index.html").resolve() == (page_dir / "index.html").resolve()
+    # and the side-by-side view of the note exists, reachable from the note
+    cmp = re.search(r'<li class="ann-cmp">Side by side: <a href="([^"#]+)#tiny\.add"', page)
+    assert cmp, "the note has no side-by-side link"
+    cmp_page = (page_dir / cmp[1] / "index.html").resolve().read_text()
+    assert 'id="tiny.add"' in cmp_page and 'class="cmp-side cmp-reference"' in cmp_page
 
 
 def test_other_pages_can_link_to_note_and_line_anchors(tmp_path, monkeypatch, annotation_root, fake_upstream) -> None:
