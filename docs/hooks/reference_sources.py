@@ -70,7 +70,7 @@ def module_markdown(module: str, path: str) -> str:
 def compare_markdown(entry: SourceEntry) -> str:
     ann = entry.annotation
     return (
-        "---\nhide:\n  - toc\n---\n\n"
+        "---\nhide:\n  - toc\n  - navigation\n---\n\n"
         f"# Side by side: {ann.upstream.rsplit('/', 1)[-1]}\n\n"
         f'<p class="ann-path"><code>{escape(ann.upstream)}</code> at vLLM v{escape(ann.version)}, each note '
         "that names reference code next to that code (upstream on the left, the reference on the right; "
