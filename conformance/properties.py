@@ -17,6 +17,7 @@ from typing import Callable
 PROPERTY_MODULES = (
     "conformance.machines.v1",
     "conformance.machines.v0",
+    "conformance.machines.long_context",
     "conformance.corpus",
     "conformance.kernels.properties",
 )

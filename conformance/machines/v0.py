@@ -161,7 +161,11 @@ class V0Machine(LockstepMachine):
           suffix=st.lists(ALPHABET, min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
     def new_group(self, stem, cut, suffix, n):
         base = self.prompts[stem % len(self.prompts)]
-        prompt = base[:cut] + suffix or [0]
+        self.add_group(base[:cut] + suffix or [0], n)
+
+    def add_group(self, prompt: list[int], n: int) -> None:
+        """Admit a new group of ``n`` sequences sharing ``prompt`` (also used by the real-size
+        machine, which draws its prompts differently)."""
         self.prompts.append(prompt)
         gid = f"g{self.next_group}"
         self.next_group += 1

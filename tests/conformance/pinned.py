@@ -18,10 +18,10 @@ PINNED = os.environ.get("PASTUDY_PINNED_VLLM", "")
 
 # Every property the release has. The CUDA kernel properties need a GPU, which CI never has; the
 # V0 block manager is gone after 0.10.2; the Triton reshape_and_cache_flash came after 0.10.2.
-_BLOCK_MANAGERS = ["v1.lifecycle", "v1.sliding_window", "traces.corpus"]
+_BLOCK_MANAGERS = ["v1.lifecycle", "v1.sliding_window", "v1.long_context", "traces.corpus"]
 _TRITON = ["kernel.unified_attention", "kernel.paged_attention_2d"]
 PINNED_PROPERTIES = {
-    "0.10.2": _BLOCK_MANAGERS + ["v0.lifecycle", "v0.prefix_caching"] + _TRITON,
+    "0.10.2": _BLOCK_MANAGERS + ["v0.lifecycle", "v0.prefix_caching", "v0.long_context"] + _TRITON,
     "0.33.0": _BLOCK_MANAGERS + _TRITON + ["kernel.reshape_and_cache_flash"],
 }
 

@@ -1,0 +1,179 @@
+"""Lockstep at real sizes: 4k- to 128k-token sequences on pools of 100,000+ blocks.
+
+The V1 and V0 machines (``conformance.machines.v1`` / ``.v0``) draw small pools and short prompts
+so that every corner is reached in a few steps. Real deployments run 32k-128k-token contexts
+(2,048-8,192 blocks of 16 per sequence) on pools of 100k+ blocks, where other bugs live: a
+recursion over a block chain, a walk of the whole chain per block, an id that only overflows
+past 65,536. These two machines keep the same rules (so the same scheduler-like workload, the
+same full-snapshot comparison after every op) and change only the sizes:
+
+* block sizes 16 and 32; prompts made by repeating a short stem up to 4k, 16k, 64k or 128k
+  tokens (so prefixes are still shared and prefix hits long);
+* pools from "just fits one maximal request" up to 100,001 blocks per group;
+* V1: sliding windows of 512 + r tokens for every residue r of the block size, groups in every
+  order; V0: windows of 4096 + r.
+
+A run spends a bounded share of its time here: the property runs ``max(2, examples // 40)``
+examples of at most ``min(steps, 30)`` steps (each step compares snapshots of 100k+ blocks).
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from conformance.lockstep import run_machine
+from conformance.machines import v0, v1
+from conformance.properties import Property
+from reference.blocks.policies import V1_POLICIES
+
+CONTEXTS = [4096, 16384, 65536, 131072]
+MAX_MODEL_LEN = 131072
+BIG_POOL = 100_001
+
+
+def budget(examples: int, steps: int) -> tuple[int, int]:
+    """(examples, steps) for a real-size property given the command's budget."""
+    return max(2, examples // 40), min(steps, 30)
+
+
+def long_prompt(unit: list[int], length: int) -> list[int]:
+    """``unit`` repeated to exactly ``length`` tokens."""
+    return (unit * (length // len(unit) + 1))[:length]
+
+
+# -- V1 -----------------------------------------------------------------------------------------
+@st.composite
+def long_v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dict:
+    block_size = draw(st.sampled_from([16, 32]))
+    full = {"kind": "full"}
+    if sliding:
+        sw = {"kind": "sliding", "window": 512 + draw(st.integers(0, block_size - 1))}
+        groups = draw(st.sampled_from([[sw], [full, sw], [sw, full]]))
+    else:
+        groups = [full]
+    one_request = -(-MAX_MODEL_LEN // block_size) + 1
+    per_group = draw(st.sampled_from([one_request, one_request + 7, BIG_POOL]))
+    config = {
+        "policy": policy,
+        "block_size": block_size,
+        "num_blocks": 1 + per_group * len(groups),
+        "groups": groups,
+        "max_model_len": MAX_MODEL_LEN,
+        "enable_caching": draw(st.sampled_from([True, True, False])),
+        "hash_fn": draw(st.sampled_from(["sha256", "sha256_cbor"])),
+        "pythonhashseed": None,
+        "entropy": "5e" * 32,
+        "watermark": draw(st.sampled_from([0.0, 0.01])) if V1_POLICIES[policy].watermark_supported else 0.0,
+    }
+    if peer:
+        config["peer"] = peer
+    return config
+
+
+class V1LongContextMachine(v1.V1Machine):
+    """The V1 machine with long prompts on large pools (same rules)."""
+
+    @initialize(data=st.data())
+    def setup(self, data) -> None:
+        policy = data.draw(st.sampled_from(self.policies)) if self.policies else v1.target_policy()
+        sliding = data.draw(st.booleans(), label="sliding")
+        config = data.draw(long_v1_configs(policy, sliding, self.peer), label="config")
+        self.sliding = sliding
+        self.start(config)
+        bs = config["block_size"]
+        self.stems = []
+        for _ in range(2):
+            unit = data.draw(st.lists(st.sampled_from(v1.ALPHABET), min_size=bs, max_size=3 * bs), label="unit")
+            length = data.draw(st.sampled_from(CONTEXTS), label="length") - data.draw(st.integers(0, 2), label="cut")
+            self.stems.append(long_prompt(unit, length))
+
+
+class V1LongContextPeer(V1LongContextMachine):
+    """Reference against reference at real sizes (the machine itself, without vLLM)."""
+
+    peer = "reference"
+    policies = ("v0.33.0", "v0.10.2")
+
+
+# -- V0 -----------------------------------------------------------------------------------------
+def long_v0_configs(enable_caching: bool, against: str | None = None):
+    def window(block_size):
+        if enable_caching:
+            return st.just(None)
+        return st.one_of(st.none(), st.integers(0, block_size - 1).map(lambda r: 4096 + r))
+
+    @st.composite
+    def configs(draw):
+        block_size = draw(st.sampled_from([16, 32]))
+        one_request = -(-MAX_MODEL_LEN // block_size) + 2
+        config = {
+            "block_size": block_size,
+            "num_gpu_blocks": draw(st.sampled_from([one_request, BIG_POOL])),
+            "num_cpu_blocks": draw(st.sampled_from([0, one_request])),
+            "watermark": draw(st.sampled_from([0.0, 0.01])),
+            "sliding_window": draw(window(block_size)),
+            "enable_caching": enable_caching,
+        }
+        if against:
+            config["against"] = against
+        return config
+
+    return configs()
+
+
+class V0LongContextMachine(v0.V0Machine):
+    """The V0 machine with long prompts on large pools (same rules but for new_group)."""
+
+    enable_caching = True
+
+    @initialize(config=st.data())
+    def setup(self, config):
+        data = config
+        caching = data.draw(st.booleans(), label="caching")
+        self.enable_caching = caching
+        self.config = data.draw(long_v0_configs(caching, self.against), label="config")
+        self.start(self.config)
+        bs = self.config["block_size"]
+        unit = data.draw(st.lists(v0.ALPHABET, min_size=bs, max_size=3 * bs), label="unit")
+        self.prompts = [long_prompt(unit, n) for n in CONTEXTS]
+
+    @rule(stem=st.integers(0, 1000), cut=st.sampled_from([0, 1, 15, 16, 17, 4095, 16385, MAX_MODEL_LEN]),
+          suffix=st.lists(v0.ALPHABET, min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
+    def new_group(self, stem, cut, suffix, n):
+        """As the V0 machine's, with prompts cut from 4k-128k-token stems (at most 128k tokens)."""
+        if len(self.members) >= 8:
+            return
+        base = self.prompts[stem % len(self.prompts)]
+        prompt = (base[:cut] + suffix)[:MAX_MODEL_LEN] or [0]
+        self.add_group(prompt, n)
+
+
+class V0LongContextPeer(V0LongContextMachine):
+    against = "reference"
+
+
+def _run(machine):
+    def run(examples, steps, progress=None):
+        return run_machine(machine, *budget(examples, steps), progress)
+    return run
+
+
+PROPERTIES = [
+    Property(
+        name="v1.long_context",
+        checks=("the v1.lifecycle / v1.sliding_window comparison at real sizes: prompts of 4k-128k "
+                "tokens (up to 8,192 blocks of 16 per request), pools of up to 100,001 blocks per "
+                "group, windows of 512 + every residue of the block size, groups in every order"),
+        run=_run(V1LongContextMachine),
+        needs="vLLM's V1 KVCacheManager",
+    ),
+    Property(
+        name="v0.long_context",
+        checks=("the v0.lifecycle / v0.prefix_caching comparison at real sizes: prompts of 4k-128k "
+                "tokens (up to 8,192 blocks of 16 per sequence), GPU pools of up to 100,001 blocks, "
+                "windows of 4096 + every residue of the block size"),
+        run=_run(V0LongContextMachine),
+        needs="vLLM 0.10.2 (vllm.core.block_manager.SelfAttnBlockSpaceManager)",
+    ),
+]
