@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from html import escape
-from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
@@ -27,13 +26,13 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 
+from conformance.corpus import corpus
 from docs.hooks.trace_steps import TraceSpec, corpus_specs, op_summary, outcome_summary, replay
 
 NAV_SECTION = "Trace explorer"
 INDEX_PAGE = "trace-explorer.md"
 INDEX_MARKER = "TRACE-EXPLORER-INDEX"
 PAGE_MARKER = "TRACE-EXPLORER-BODY"
-TRACES = Path(__file__).resolve().parents[2] / "conformance" / "traces"
 
 _specs: list[TraceSpec] = []
 _steps: dict[str, list[dict]] = {}
@@ -107,7 +106,7 @@ def explorer_html(spec: TraceSpec, steps: list[dict], choices: list[tuple[str, s
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Replay every trace on the reference and list the trace pages under "Trace explorer"."""
     global _specs, _steps
-    _specs = corpus_specs(TRACES)
+    _specs = corpus_specs(corpus())
     _steps = {}
     for spec in _specs:
         try:

@@ -66,10 +66,10 @@ class TraceSpec:
     trace: dict
 
 
-def corpus_specs(traces_dir: Path) -> list[TraceSpec]:
-    """Every trace of the corpus (``<semantics>/<name>.json``), then the seed demo's workload."""
+def corpus_specs(paths: list[Path]) -> list[TraceSpec]:
+    """Every trace of the corpus (``conformance.corpus.corpus()``), then the seed demo's workload."""
     specs = []
-    for path in sorted(p for p in traces_dir.glob("*/*.json") if p.parent.name != "failures"):
+    for path in paths:
         trace = json.loads(path.read_text(encoding="utf-8"))
         specs.append(TraceSpec(f"{path.parent.name}-{path.stem}".lower(), f"{path.parent.name}/{path.stem}", trace))
     specs.append(TraceSpec("seed-demo-workload", "seed demo: the V0 workload", SEED_DEMO_TRACE))

@@ -1,0 +1,107 @@
+"""The trace explorer's data and page: replayed states, highlighted events, deep-link anchors."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conformance.adapters.reference_v1 import ReferenceV1System
+from conformance.corpus import corpus
+from docs.hooks.trace_explorer import explorer_html, step_item
+from docs.hooks.trace_steps import SEED_DEMO_TRACE, TraceSpec, corpus_specs, matches, op_summary, replay, view_v1
+
+V1_CONFIG = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 4, "groups": [{"kind": "full"}],
+             "max_model_len": 64, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0"}
+#: a fills blocks 1 and 2 (both full, so cached), finishes; b needs three blocks: the free queue
+#: hands out block 3 first, then a's cached blocks, whose hashes are dropped (evicted).
+V1_TRACE = {
+    "semantics": "v1",
+    "config": V1_CONFIG,
+    "ops": [
+        {"op": "add_request", "req": "a", "tokens": list(range(8))},
+        {"op": "get_computed_blocks", "req": "a"},
+        {"op": "allocate_slots", "req": "a", "num_new_tokens": 8, "use_hit": True},
+        {"op": "free", "req": "a"},
+        {"op": "add_request", "req": "b", "tokens": list(range(100, 112))},
+        {"op": "get_computed_blocks", "req": "b"},
+        {"op": "allocate_slots", "req": "b", "num_new_tokens": 12, "use_hit": True},
+    ],
+    "expect": [None, None, {"outcome": {"result": [[1, 2]]}}, None, None, None, {"outcome": {"result": [[9]]}}],
+}
+
+
+def test_every_step_shows_the_reference_snapshot_after_that_op() -> None:
+    """Catches: a state panel showing the state of another step (off by one) or a stale copy."""
+    steps = replay(V1_TRACE)
+    assert len(steps) == len(V1_TRACE["ops"]) + 1 and steps[0]["op"] is None
+    system = ReferenceV1System(V1_CONFIG)
+    assert steps[0]["state"] == view_v1(system.snapshot())
+    for k, op in enumerate(V1_TRACE["ops"], 1):
+        system.apply(op)
+        snap = system.snapshot()
+        assert steps[k]["state"] == view_v1(snap), k
+        assert steps[k]["state"]["free"] == snap["free_queue"]
+    assert steps[3]["state"]["tables"][0][:2] == ["a", [[1, 2]]]
+    assert steps[4]["state"]["free"][-2:] == [2, 1]  # freed tail first: eviction order
+
+
+def test_evictions_and_new_blocks_are_reported_in_the_step_they_happen() -> None:
+    """Catches: evictions not highlighted, or highlighted in every later step."""
+    steps = replay(V1_TRACE)
+    assert [k for k, s in enumerate(steps) if s["events"]["evicted"]] == [7]
+    assert steps[7]["events"]["evicted"] == [1, 2]
+    assert steps[7]["events"]["new"] == [1, 2, 3] and steps[3]["events"]["new"] == [1, 2]
+    assert steps[4]["state"]["hashes"].keys() == {"1", "2"}  # freed but still cached
+    assert steps[7]["state"]["cached"] == [] or all(h not in dict(steps[7]["state"]["cached"])
+                                                    for h in steps[4]["state"]["hashes"].values())
+
+
+def test_pinned_expectations_are_checked_not_assumed() -> None:
+    """Catches: a step claiming to meet vLLM's pinned values when it does not."""
+    steps = replay(V1_TRACE)
+    assert steps[3]["met"] is True  # [[1, 2]] is what the reference returns
+    assert steps[7]["met"] is False  # [[9]] is not
+    assert steps[1]["met"] is None
+    assert matches({"state": {"num_free_blocks": 3}}, {"result": None}, {"num_free_blocks": 2}) is False
+
+
+def test_seed_demo_workload_shows_its_copy_on_write_and_its_eviction() -> None:
+    """Catches: the V0 copy-on-write pair or the V0 eviction missing from the seed demo's trace."""
+    steps = replay(SEED_DEMO_TRACE)
+    cow = [k for k, s in enumerate(steps) if s["events"]["cow"]]
+    assert cow == [11] and steps[11]["events"]["cow"] == [[2, 4]]
+    assert steps[11]["state"]["tables"][2][:2] == ["3", [[0, 1, 4]]]
+    evicted = [k for k, s in enumerate(steps) if s["events"]["evicted"]]
+    assert evicted == [20] and steps[20]["events"]["evicted"] == [1]
+    assert steps[18]["state"]["evictable"] == [0, 1]
+
+
+def test_the_corpus_includes_vllms_test_prefill_at_both_versions_and_the_seed_demo() -> None:
+    """Catches: traces silently left out of the explorer."""
+    slugs = {s.slug for s in corpus_specs(corpus())}
+    assert {"v1-upstream-test-prefill-v0.10.2", "v1-upstream-test-prefill-v0.33.0", "seed-demo-workload"} <= slugs
+    assert len(slugs) == len(corpus()) + 1
+
+
+def test_page_has_one_anchor_per_step_and_data_that_cannot_end_the_script() -> None:
+    """Catches: #step-N links landing nowhere, or trace data with '</script>' breaking the page."""
+    trace = dict(V1_TRACE, source="evil </script><b>")
+    spec = TraceSpec("x", "x", trace)
+    steps = replay(trace)
+    html = explorer_html(spec, steps, [("x", "./"), ("y", "../y/")])
+    assert re.findall(r'<li id="step-(\d+)"', html) == [str(k) for k in range(len(steps))]
+    payload = re.search(r'<script type="application/json" class="tx-data">(.*?)</script>', html, re.S)[1]
+    data = json.loads(payload)
+    assert len(data["steps"]) == len(steps) and data["num_blocks"] == 4
+    assert '<option value="./" selected>x</option>' in html
+    assert "vLLM ✗" in step_item(7, steps[7]) and "evict" in step_item(7, steps[7])
+
+
+def test_unknown_semantics_and_long_ops_are_handled() -> None:
+    """Catches: a trace of another semantics replayed by the wrong system; unreadable long ops."""
+    with pytest.raises(ValueError, match="semantics"):
+        replay({"semantics": "v2", "config": {}, "ops": []})
+    assert op_summary({"op": "add_request", "req": "r", "tokens": list(range(50))}) == \
+        "add_request(req=r, tokens=[0, 1, 2, 3, 4, 5, … 50 items])"
