@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from conformance.lockstep import NotApplicable
 
@@ -61,8 +61,10 @@ class V1Api:
     hashing_module: str
     # ``FullAttentionSpec`` / ``SlidingWindowSpec`` take a ``use_mla`` argument.
     spec_use_mla: bool
-    # ``KVCacheManager(...)`` takes ``scheduler_block_size`` and ``hash_block_size``.
-    manager_block_size_args: bool
+    # ``KVCacheManager(...)`` takes ``hash_block_size`` (a required argument where present).
+    manager_hash_block_size_arg: bool
+    # ``KVCacheManager(...)`` takes ``scheduler_block_size`` (required where present).
+    manager_scheduler_block_size_arg: bool
     # ``KVCacheManager(...)`` takes ``watermark``.
     manager_watermark_arg: bool
     # ``Request(...)`` takes ``eos_token_id``; False: the EOS id is set through
@@ -89,10 +91,18 @@ class V0Api:
 class KernelApi:
     """Where a release keeps its Triton attention kernels and how they are called."""
 
-    # Package of ``triton_unified_attention`` / ``chunked_prefill_paged_decode``.
+    # Package of ``triton_unified_attention`` / ``chunked_prefill_paged_decode`` /
+    # ``triton_reshape_and_cache_flash`` (modules absent from a release are simply not there).
     ops_package: str
-    # ``triton_reshape_and_cache_flash`` exists in ``ops_package``.
-    has_triton_cache_write: bool
+    # ``kernel_paged_attention_2d`` masks its K/V loads past the context in a sequence's last
+    # block. False: it reads the unwritten tail (scores are masked, but NaN there reaches the
+    # output as 0 * NaN), so the harness fills unowned slots with a finite value.
+    paged_2d_masks_tail: bool
+    # The same for the unified attention kernels (``tile_mask`` on the K/V loads).
+    unified_masks_tail: bool
+    # ``unified_attention`` takes the split-K arguments (``seq_threshold_3D``,
+    # ``num_par_softmax_segments`` and the three ``softmax_segm_*`` buffers).
+    unified_split_k_args: bool
 
 
 @dataclass(frozen=True)
@@ -114,25 +124,53 @@ class Release:
         return version_key(self.first) <= version_key(version) <= version_key(self.last)
 
 
-V1_API_0_10 = V1Api(
-    hashing_module="vllm.utils", spec_use_mla=True, manager_block_size_args=False,
-    manager_watermark_arg=False, request_eos_argument=True, allocate_has_scheduled_reqs=False,
-    evict_blocks_method=False, cached_map_wrapped=False,
-)
-V1_API_0_33 = V1Api(
-    hashing_module="vllm.utils.hashing", spec_use_mla=False, manager_block_size_args=True,
-    manager_watermark_arg=True, request_eos_argument=False, allocate_has_scheduled_reqs=True,
-    evict_blocks_method=True, cached_map_wrapped=True,
-)
+def _v1_api(**changes) -> V1Api:
+    """The v0.10.2 API with ``changes``: each later row names only what differs."""
+    base = dict(hashing_module="vllm.utils", spec_use_mla=True, manager_hash_block_size_arg=False,
+                manager_scheduler_block_size_arg=False, manager_watermark_arg=False,
+                request_eos_argument=True, allocate_has_scheduled_reqs=False,
+                evict_blocks_method=False, cached_map_wrapped=False)
+    return V1Api(**{**base, **changes})
 
+
+# API facts read from each release's sdist (vllm/v1/core/kv_cache_manager.py __init__ and
+# allocate_slots, vllm/v1/request.py Request.__init__, vllm/v1/kv_cache_interface.py,
+# vllm/utils/hashing.py, vllm/v1/core/block_pool.py BlockHashToBlockMap).
+V1_API_0_10 = _v1_api()
+V1_API_0_11 = _v1_api(hashing_module="vllm.utils.hashing", spec_use_mla=False, cached_map_wrapped=True)
+V1_API_0_12 = replace(V1_API_0_11, manager_hash_block_size_arg=True)
+V1_API_0_13 = replace(V1_API_0_12, evict_blocks_method=True)
+V1_API_0_17 = replace(V1_API_0_13, request_eos_argument=False)
+V1_API_0_23 = replace(V1_API_0_17, manager_scheduler_block_size_arg=True)
+V1_API_0_24 = replace(V1_API_0_23, manager_watermark_arg=True, allocate_has_scheduled_reqs=True)
+
+# Kernel facts read from each release's sdist (where the three modules are; ``tile_mask`` /
+# ``kv_load_mask`` on the K/V loads; ``seq_threshold_3D`` in unified_attention's signature).
+KERNELS_0_10 = KernelApi(ops_package="vllm.attention.ops", paged_2d_masks_tail=False,
+                         unified_masks_tail=False, unified_split_k_args=False)
+KERNELS_0_11 = replace(KERNELS_0_10, unified_masks_tail=True)
+KERNELS_0_13 = replace(KERNELS_0_11, unified_split_k_args=True)
+KERNELS_0_14 = replace(KERNELS_0_13, ops_package="vllm.v1.attention.ops")
+KERNELS_0_25 = replace(KERNELS_0_14, paged_2d_masks_tail=True)
+
+V0_API = V0Api(sequence_token_inputs=True)
+
+# One row per span of releases whose sources were read and found alike; ``v1_policy`` is set
+# where a policy reproducing the row has been measured (or, for the two pinned releases, is the
+# one the project is built around). ``measured`` lists the releases whose environment ran.
 RELEASES: tuple[Release, ...] = (
-    Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10,
-            v0_api=V0Api(sequence_token_inputs=True),
-            kernels=KernelApi(ops_package="vllm.attention.ops", has_triton_cache_write=False),
-            measured=("0.10.2",)),
-    Release("0.33.0", "0.33.0", v1_policy="v0.33.0", v1_api=V1_API_0_33, v0_api=None,
-            kernels=KernelApi(ops_package="vllm.v1.attention.ops", has_triton_cache_write=True),
-            measured=("0.33.0",)),
+    Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API,
+            kernels=KERNELS_0_10, measured=("0.10.2",)),
+    Release("0.11.2", "0.11.2", v1_policy=None, v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
+    Release("0.12.0", "0.12.0", v1_policy=None, v1_api=V1_API_0_12, v0_api=None, kernels=KERNELS_0_11),
+    Release("0.13.0", "0.13.0", v1_policy=None, v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_13),
+    Release("0.14.1", "0.16.0", v1_policy=None, v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.17.1", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.23.0", "0.23.0", v1_policy=None, v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.24.0", "0.24.0", v1_policy=None, v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.25.1", "0.32.0", v1_policy=None, v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.33.0", "0.33.0", v1_policy="v0.33.0", v1_api=V1_API_0_24, v0_api=None,
+            kernels=KERNELS_0_25, measured=("0.33.0",)),
 )
 
 

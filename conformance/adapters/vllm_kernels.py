@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 
 from conformance.lockstep import NotApplicable
+from conformance.versions import KernelApi
 
 
 def prepare() -> None:
@@ -74,6 +75,7 @@ class VllmKernels:
     """vLLM's kernel entry points that exist in the installed version (None where absent)."""
 
     version: str
+    api: KernelApi  # where the kernels live and how they behave (conformance.versions)
     unified_attention: Callable | None
     chunked_prefill_paged_decode: Callable | None
     reshape_and_cache_flash: Callable | None
@@ -82,36 +84,30 @@ class VllmKernels:
 
 _CACHE: dict[str, VllmKernels] = {}
 
-# Where each entry point lives, by version family.
-_PATHS = {
-    "new": {"unified": "vllm.v1.attention.ops.triton_unified_attention",
-            "paged2d": "vllm.v1.attention.ops.chunked_prefill_paged_decode",
-            "cache": "vllm.v1.attention.ops.triton_reshape_and_cache_flash"},
-    "old": {"unified": "vllm.attention.ops.triton_unified_attention",
-            "paged2d": "vllm.attention.ops.chunked_prefill_paged_decode",
-            "cache": None},
-}
 
-
-def _import(name: str | None):
-    if name is None:
-        return None
+def _import(name: str):
     import importlib
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError:
-        return None
+    except ModuleNotFoundError as err:
+        if err.name is not None and name.startswith(err.name):
+            return None  # the release has no such module
+        raise
 
 
 def kernels() -> VllmKernels:
     """Import vLLM's kernel modules (once) and check that their kernels are real."""
     if "k" in _CACHE:
         return _CACHE["k"]
-    version = installed_version()
+    from conformance.versions import installed_release
+
+    version, row = installed_release()
+    if row.kernels is None:
+        raise NotApplicable(f"vLLM {version} has no Triton attention kernels in conformance/versions.py")
+    api = row.kernels
     prepare()
-    family = "new" if _import("vllm.v1.attention.ops.triton_unified_attention") else "old"
-    paths = _PATHS[family]
-    unified, paged2d, cache = (_import(paths[k]) for k in ("unified", "paged2d", "cache"))
+    unified, paged2d, cache = (_import(f"{api.ops_package}.{m}") for m in (
+        "triton_unified_attention", "chunked_prefill_paged_decode", "triton_reshape_and_cache_flash"))
     jit = {}
     if unified is not None:
         jit["unified"] = getattr(unified, "kernel_unified_attention", None) or \
@@ -129,6 +125,7 @@ def kernels() -> VllmKernels:
                 "so its @triton.jit was replaced by a placeholder")
     found = VllmKernels(
         version=version,
+        api=api,
         unified_attention=getattr(unified, "unified_attention", None),
         chunked_prefill_paged_decode=getattr(paged2d, "chunked_prefill_paged_decode", None),
         reshape_and_cache_flash=getattr(cache, "triton_reshape_and_cache_flash", None),
@@ -178,8 +175,9 @@ def unified_attention(query, key_cache, value_cache, block_tables, query_start_l
                       segments: int | None = None) -> torch.Tensor:
     """vLLM's ``unified_attention`` on a flash-layout cache; returns a fresh output tensor.
 
-    ``segments`` (v0.33.0 only) asks for the split-K ("3D") path with that many segments per
-    sequence, which vLLM takes for decode-only batches; v0.10.2 picks its 3D path on its own.
+    ``segments`` asks for the split-K ("3D") path with that many segments per sequence, which
+    vLLM takes for decode-only batches; only releases whose ``KernelApi.unified_split_k_args``
+    is set take it (older ones pick their 3D path on their own).
     """
     k = kernels()
     if k.unified_attention is None:
@@ -196,6 +194,8 @@ def unified_attention(query, key_cache, value_cache, block_tables, query_start_l
         k_descale=_ones(query.device), v_descale=_ones(query.device), alibi_slopes=alibi_slopes,
     )
     if segments is not None:
+        if not k.api.unified_split_k_args:
+            raise ValueError(f"vLLM {k.version}'s unified_attention takes no split-K arguments")
         num_tokens, num_heads, head_size = query.shape
         padded = 1 << (head_size - 1).bit_length()
         kwargs.update(

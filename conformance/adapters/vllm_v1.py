@@ -110,8 +110,10 @@ class VllmV1System:
         groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config["groups"])]
         kv_config = self.KVCacheConfig(num_blocks=self.config["num_blocks"], kv_cache_tensors=[], kv_cache_groups=groups)
         kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.get("enable_caching", True))
-        if self.api.manager_block_size_args:
-            kwargs.update(scheduler_block_size=self.block_size, hash_block_size=self.block_size)
+        if self.api.manager_hash_block_size_arg:
+            kwargs["hash_block_size"] = self.block_size
+        if self.api.manager_scheduler_block_size_arg:
+            kwargs["scheduler_block_size"] = self.block_size
         if self.api.manager_watermark_arg:
             kwargs["watermark"] = self.config.get("watermark", 0.0)
         elif self.config.get("watermark", 0.0):

@@ -20,6 +20,7 @@ from mkdocs.structure.pages import Page
 PAGE = "conformance.md"
 MARKER = "CONFORMANCE-STATUS"
 REPORTS = Path("conformance") / "reports"
+MATRIX_FILE = "matrix.json"
 STATUS_BADGE = {"passed": "✅ passed", "failed": "❌ failed", "not_applicable": "➖ not applicable"}
 
 
@@ -67,6 +68,8 @@ def latest_reports(folder: Path) -> list[Report]:
     """The newest report (by ``started``) for each (vLLM version, device), newest first."""
     newest: dict[tuple[str | None, str], Report] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name == MATRIX_FILE:  # the release matrix (docs/hooks/matrix_page.py), not a run
+            continue
         report = read_report(path)
         key = (report.vllm_version, report.device)
         if key not in newest or report.started > newest[key].started:

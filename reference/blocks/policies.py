@@ -17,6 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+LORA_EXTRA_KEYS = ("int_id", "name", "tagged")
+
+
 @dataclass(frozen=True)
 class V1Policy:
     """One release's choices on the points where V1 page management changed."""
@@ -48,12 +51,18 @@ class V1Policy:
     #   v0.10.2 vllm/v1/core/kv_cache_utils.py:76-93 (init_none_hash)
     none_hash_default_seed: str | None
 
-    # How request-level extra keys enter a block hash. True ("tagged"): LoRA contributes
-    # ("lora", name, path) and the cache salt ("cache_salt", salt). False ("bare"): LoRA
-    # contributes its integer id and the salt the bare string. Order is LoRA, (mm), salt in both.
-    #   v0.33.0 vllm/v1/core/kv_cache_utils.py:590-676
+    # How the cache salt enters a block hash. True ("tagged"): ("cache_salt", salt). False
+    # ("bare"): the bare string. It follows the LoRA key (see ``lora_extra_key``) in both.
+    #   v0.33.0 vllm/v1/core/kv_cache_utils.py:637-675; v0.31.0 kv_cache_utils.py:614-637
     #   v0.10.2 vllm/v1/core/kv_cache_utils.py:494-536
     tagged_extra_keys: bool
+
+    # What a LoRA adapter contributes to a block hash's extra keys. "int_id": its integer id
+    # (lora_int_id); "name": its name (lora_name); "tagged": ("lora", name, path).
+    #   v0.10.2 vllm/v1/core/kv_cache_utils.py:494-506 (lora_int_id); v0.11.0 the same
+    #   v0.11.1 vllm/v1/core/kv_cache_utils.py:450-462 (lora_name), through v0.30.0
+    #   v0.31.0 vllm/v1/core/kv_cache_utils.py:567-584 (("lora", name, path))
+    lora_extra_key: str
 
     # Whether allocate_slots accepts num_new_tokens == 0 when a prefix hit is being adopted
     # (num_new_computed_tokens > 0). v0.10.2 refuses every zero-token call.
@@ -79,6 +88,10 @@ class V1Policy:
     #   v0.33.0 vllm/v1/core/block_pool.py:277-282 (`if blk.is_null ...: continue`)
     cache_full_blocks_skips_null: bool
 
+    def __post_init__(self) -> None:
+        if self.lora_extra_key not in LORA_EXTRA_KEYS:
+            raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")
+
 
 V1_V0_33_0 = V1Policy(
     name="v0.33.0",
@@ -86,6 +99,7 @@ V1_V0_33_0 = V1Policy(
     null_block_ref_counted=False,
     none_hash_default_seed="vllm-none-hash",
     tagged_extra_keys=True,
+    lora_extra_key="tagged",
     zero_token_hit_adoption=True,
     watermark_supported=True,
     evict_blocks_supported=True,
@@ -98,13 +112,143 @@ V1_V0_10_2 = V1Policy(
     null_block_ref_counted=True,
     none_hash_default_seed=None,
     tagged_extra_keys=False,
+    lora_extra_key="int_id",
     zero_token_hit_adoption=False,
     watermark_supported=False,
     evict_blocks_supported=False,
     cache_full_blocks_skips_null=False,
 )
 
-V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (V1_V0_33_0, V1_V0_10_2)}
+# vLLM 0.17.1 .. 0.22.1 (measured at v0.20.2): v0.10.2's choices except two.
+#   evict_blocks_supported: BlockPool.evict_blocks exists from v0.13.0
+#     (v0.13.0 vllm/v1/core/block_pool.py:400-417; v0.20.2 block_pool.py:424-441);
+#   cache_full_blocks_skips_null: from v0.14.1 (v0.14.1 vllm/v1/core/block_pool.py:259;
+#     v0.20.2 block_pool.py:262 `if blk.is_null: continue`).
+#   lora_extra_key = "name": a LoRA adapter enters block hashes by name from v0.11.1
+#     (v0.11.1 vllm/v1/core/kv_cache_utils.py:450-462; v0.20.2 the same function), found by
+#     the v1.lifecycle machine at v0.20.2 (hashes differed under v0.10.2's "int_id").
+# Still as v0.10.2: freed blocks all go to the tail (prepend_n arrives in v0.23.0), touch and
+# free_blocks count the null block (v0.20.2 block_pool.py touch/free_blocks have no null
+# skip), a random raw NONE_HASH, bare extra keys, and every zero-token allocation refused
+# (v0.20.2 vllm/v1/core/kv_cache_manager.py:349-353).
+V1_V0_20_2 = V1Policy(
+    name="v0.20.2",
+    free_hashless_blocks_to_front=False,
+    null_block_ref_counted=True,
+    none_hash_default_seed=None,
+    tagged_extra_keys=False,
+    lora_extra_key="name",
+    zero_token_hit_adoption=False,
+    watermark_supported=False,
+    evict_blocks_supported=True,
+    cache_full_blocks_skips_null=True,
+)
+
+V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (V1_V0_33_0, V1_V0_20_2, V1_V0_10_2)}
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """When one policy field's behaviour changed in vLLM, in our words, with the upstream lines.
+
+    ``first`` is the first release (patch level, found by reading each release's sources and
+    confirmed where a matrix run measured it) whose value is ``value_from``; every release
+    before it in the V1 range has the other value.
+    """
+
+    field: str
+    first: str
+    value_from: object
+    what: str
+    why: str
+    upstream: str
+    # Annotation notes that discuss the behaviour: "v<version>/<upstream path>#<note id>".
+    notes: tuple[str, ...] = ()
+
+
+V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
+    FieldChange(
+        "evict_blocks_supported", "0.13.0", True,
+        "BlockPool and KVCacheManager gain evict_blocks(ids): chosen blocks leave the prefix cache "
+        "(their hash is dropped; a block still in use stays allocated).",
+        "a KV connector that loses blocks on its side must be able to stop vLLM from serving them "
+        "as prefix hits.",
+        "v0.13.0 vllm/v1/core/block_pool.py:400-417, vllm/v1/core/kv_cache_manager.py:336",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.evict_blocks",)),
+    FieldChange(
+        "cache_full_blocks_skips_null", "0.14.0", True,
+        "cache_full_blocks skips the null block, so a sliding-window table cached after a delay no "
+        "longer gives the shared null block a hash and a prefix-cache entry.",
+        "the null block stands for released out-of-window slots; caching it under a request's hash "
+        "would let a later lookup hand out a block that holds nothing.",
+        "v0.14.0 vllm/v1/core/block_pool.py:259 (`if blk.is_null: continue`); before: "
+        "v0.13.0 block_pool.py:209-260 has no such check",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.cache_full_blocks",)),
+    FieldChange(
+        "free_hashless_blocks_to_front", "0.24.0", True,
+        "free_blocks puts freed blocks that carry no hash at the front of the free queue "
+        "(prepend_n), hashed ones still at the tail. (v0.23.0 did this only on the sliding-window "
+        "manager's paths, through a prepend argument: a variant no policy models yet.)",
+        "a block with no cached content is worth nothing to keep: reusing it first keeps hashed "
+        "blocks (possible prefix hits) longest and reuses recently touched memory.",
+        "v0.24.0 vllm/v1/core/block_pool.py:614-635 (free_blocks: prepend_n at 634); v0.23.0 "
+        "block_pool.py:419-440 and single_type_kv_cache_manager.py:497-501, 764",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    FieldChange(
+        "watermark_supported", "0.24.0", True,
+        "KVCacheManager takes watermark: int(watermark * num_blocks) blocks are kept free when a "
+        "waiting or preempted request is admitted while others are scheduled.",
+        "admitting a new request into the last free blocks forces preemptions on the next decode "
+        "steps; a reserve avoids that thrash.",
+        "v0.24.0 vllm/v1/core/kv_cache_manager.py:125, 162-163, 288",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.init.watermark",)),
+    FieldChange(
+        "none_hash_default_seed", "0.29.0", "vllm-none-hash",
+        "without PYTHONHASHSEED, NONE_HASH is hash_fn(\"vllm-none-hash\") instead of 32 random raw "
+        "bytes, so block hashes are the same in every process.",
+        "prefix-cache hits across processes (and KV transfer between them) need hashes that do not "
+        "depend on a per-process random seed.",
+        "v0.29.0 vllm/v1/core/kv_cache_utils.py:109 (DEFAULT_NONE_HASH_SEED), 131-147 (init_none_hash)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
+    FieldChange(
+        "lora_extra_key", "0.11.1", "name",
+        "a LoRA adapter enters a block hash by its name instead of its integer id.",
+        "integer ids are assigned per process and can name different adapters in different "
+        "processes; the name identifies the adapter.",
+        "v0.11.1 vllm/v1/core/kv_cache_utils.py:450-462 (_gen_lora_extra_hash_keys returns "
+        "lora_name); v0.11.0 kv_cache_utils.py:502-514 returns lora_int_id",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.lora_extra_keys",)),
+    FieldChange(
+        "lora_extra_key", "0.31.0", "tagged",
+        "a LoRA adapter enters a block hash as (\"lora\", name, path).",
+        "two adapters loaded under one name from different paths must not share cached blocks; "
+        "the tag keeps the key apart from other extra keys.",
+        "v0.31.0 vllm/v1/core/kv_cache_utils.py:567-584 (_gen_lora_extra_hash_keys)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.lora_extra_keys",)),
+    FieldChange(
+        "tagged_extra_keys", "0.31.0", True,
+        "the cache salt enters a block hash as (\"cache_salt\", salt) instead of the bare string.",
+        "a bare salt string could equal another extra key; the tag makes it unambiguous.",
+        "v0.31.0 vllm/v1/core/kv_cache_utils.py:614-637 (generate_block_hash_extra_keys)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.generate_block_hash_extra_keys",)),
+    FieldChange(
+        "zero_token_hit_adoption", "0.31.0", True,
+        "allocate_slots accepts num_new_tokens == 0 when a prefix hit is being adopted "
+        "(num_new_computed_tokens > 0); earlier releases refuse every zero-token call without "
+        "external tokens.",
+        "a request whose whole prompt is a prefix hit still has to take ownership of the hit blocks.",
+        "v0.31.0 vllm/v1/core/kv_cache_manager.py:471-479",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots.prepare",)),
+    FieldChange(
+        "null_block_ref_counted", "0.33.0", False,
+        "touch and free_blocks skip the null block, so its reference count no longer drifts (it "
+        "could go negative).",
+        "the null block is never pooled; counting it was meaningless and its count wandered with "
+        "every sliding-window hit and free.",
+        "v0.33.0 vllm/v1/core/block_pool.py:792-810 (touch), 816-831 (free_blocks)",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.touch",
+         "v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks")),
+)
 
 
 def v1_policy_for_version(version: str) -> V1Policy:
@@ -116,4 +260,5 @@ def v1_policy_for_version(version: str) -> V1Policy:
         raise KeyError(f"no V1 policy for vLLM {version!r}; known: {sorted(V1_POLICIES)}") from None
 
 
-__all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_10_2", "V1_POLICIES", "v1_policy_for_version"]
+__all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_20_2", "V1_V0_10_2", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
+           "V1_FIELD_HISTORY", "LORA_EXTRA_KEYS"]

@@ -130,6 +130,7 @@ FIELD_SCENARIOS = {
         add("b", [1, 2, 1, 2, 1, 2, 1]), {"op": "get_computed_blocks", "req": "b"}, alloc("b", 1, True)]),
     "none_hash_default_seed": (cfg(pythonhashseed=None), [add("a", [1, 2])]),
     "tagged_extra_keys": (cfg(), [add("a", [1, 2, 3], salt="s", lora="a")]),
+    "lora_extra_key": (cfg(), [add("a", [1, 2, 3], lora="a")]),
     "zero_token_hit_adoption": (cfg(), [
         add("a", [1, 2, 3]), alloc("a", 3), add("b", [1, 2, 3]),
         {"op": "get_computed_blocks", "req": "b"}, alloc("b", 0, True)]),

@@ -14,7 +14,7 @@ and therefore fingerprints the whole prefix. ``extra_keys`` carries request-leve
 change the KV without changing the tokens: the LoRA adapter, multimodal inputs (omitted here)
 and the *cache salt*, a per-tenant string mixed into the first block only so that tenants
 cannot probe each other's cache. How those keys are spelled differs between releases
-(:attr:`V1Policy.tagged_extra_keys`).
+(:attr:`V1Policy.tagged_extra_keys`, :attr:`V1Policy.lora_extra_key`).
 
 The triple is serialised and digested with SHA-256, either through ``pickle`` (protocol 5,
 vLLM's ``sha256``) or canonical CBOR (``sha256_cbor``, language independent). The seed of the
@@ -97,7 +97,8 @@ def block_extra_keys(
     """The extra keys of the block starting at token ``start_token`` (None when there are none)."""
     keys: list[Any] = []
     if lora is not None:
-        keys.append(("lora", lora.name, lora.path) if policy.tagged_extra_keys else lora.int_id)
+        keys.append({"tagged": ("lora", lora.name, lora.path), "name": lora.name,
+                     "int_id": lora.int_id}[policy.lora_extra_key])
     if start_token == 0 and cache_salt:
         keys.append(("cache_salt", cache_salt) if policy.tagged_extra_keys else cache_salt)
     return tuple(keys) if keys else None

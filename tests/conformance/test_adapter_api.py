@@ -1,0 +1,67 @@
+"""The adapters' public API (used by the machines and the benchmarks), inside a vLLM environment."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from conformance import versions
+from tests.conformance.pinned import unavailable
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def v1_system():
+    if not HAS_VLLM:
+        unavailable("vLLM is not importable in this environment", "v1.")
+    from conformance.adapters.vllm_v1 import VllmV1System
+
+    policy = versions.installed_v1_policy_name()
+    return VllmV1System({"policy": policy, "block_size": 2, "num_blocks": 8, "max_model_len": 16,
+                         "groups": [{"kind": "full"}], "enable_caching": True, "hash_fn": "sha256",
+                         "pythonhashseed": "0", "entropy": "5e" * 32, "watermark": 0.0})
+
+
+def test_v1_make_request_and_advance_match_the_scheduler():
+    """Catches: a benchmark-built request that hashes or advances differently from the machine's
+    (the bookkeeping used to be written four times)."""
+    system = v1_system()
+    request = system.make_request("x", [1, 2, 3, 4, 5], salt="s", lora="a")
+    assert request.num_tokens == 5 and len(request.block_hashes) == 2
+    assert system.make_request("y", [1, 2, 3, 4, 5]).block_hashes != request.block_hashes
+    blocks = system.manager.allocate_slots(request, 5)
+    assert blocks is not None
+    system.advance_after_allocation(request, 5)
+    assert request.num_computed_tokens == 5 and request.status == system.RequestStatus.RUNNING
+    system.manager.free(request)
+    system.advance_after_preemption(request)
+    assert request.num_computed_tokens == 0 and request.status == system.RequestStatus.PREEMPTED
+
+
+def test_v1_api_row_matches_the_installed_release():
+    """Catches: a versions-table row whose API fields do not fit the installed vLLM (a wrong
+    constructor argument or method is a TypeError/AttributeError here, not a divergence later)."""
+    system = v1_system()
+    api = system.api
+    assert hasattr(system.manager, "evict_blocks") == api.evict_blocks_method
+    assert hasattr(system.manager.block_pool.cached_block_hash_to_block, "_cache") == api.cached_map_wrapped
+
+
+def test_v0_make_sequence_and_group():
+    """Catches: the V0 benchmark and machine building sequences differently."""
+    if not HAS_VLLM:
+        unavailable("vLLM is not importable in this environment", "v0.")
+    version, row = versions.installed_release()
+    if row.v0_api is None:
+        unavailable(f"vLLM {version} has no V0 block manager", "v0.")
+    from conformance.adapters.vllm_v0 import VllmV0System
+
+    system = VllmV0System({"block_size": 2, "num_gpu_blocks": 8, "num_cpu_blocks": 2, "watermark": 0.0,
+                           "enable_caching": True})
+    seq = system.make_sequence(7, [1, 2, 3])
+    assert seq.seq_id == 7 and seq.get_token_ids() == [1, 2, 3]
+    group = system.make_group("g", [seq])
+    assert group.request_id == "g" and group.get_seqs() == [seq]
+    system.bm.allocate(group)
+    assert len(system.bm.get_block_table(seq)) == 2
