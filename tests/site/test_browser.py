@@ -298,3 +298,257 @@ def test_screenshots(browser, base_url, annotated) -> None:
             w.close()
         assert (SHOTS / name).stat().st_size > 10_000, f"{name} looks empty"
     assert not errors, errors
+
+
+# --- reference source pages, both-way links, the side-by-side view --------------------------------
+
+def note_with_ref(page) -> dict:
+    """The first note on the open annotated page that has a ref: link, with that link's target."""
+    found = page.evaluate(
+        """() => { for (const n of document.querySelectorAll('aside.ann-note')) {
+             const a = n.querySelector('a.ann-reflink'); const c = n.querySelector('li.ann-cmp a');
+             if (a && c) return {id: n.id, href: a.getAttribute('href'), compare: c.getAttribute('href')}; }
+           return null; }"""
+    )
+    assert found, "no note with a ref: link on the annotated page"
+    return found
+
+
+def symbol_state(page, anchor: str) -> dict:
+    return page.evaluate(
+        """id => { const el = document.getElementById(id); if (!el) return null;
+             const hl = Array.from(document.querySelectorAll('.ann-line.ann-hl'), e => +e.id.slice(1));
+             const r = el.getBoundingClientRect();
+             return {start: +el.dataset.start, end: +el.dataset.end, hl: hl,
+                     target: el.classList.contains('ann-target'), visible: r.bottom > 0 && r.top < innerHeight}; }""",
+        anchor,
+    )
+
+
+def test_ref_link_opens_the_symbol_lines_and_the_symbol_links_back(watched, base_url, annotated) -> None:
+    """Catches: a note's ref: landing on a page without the symbol's lines, or no way back to the note."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = watched.page
+    page.goto(base_url + annotated)
+    note = note_with_ref(page)
+    anchor = unquote(note["href"].split("#", 1)[1])
+    page.evaluate("id => document.getElementById(id).querySelector('a.ann-reflink').click()", note["id"])
+    page.wait_for_url(re.compile(r"/reference/reference\.[^/]+/#"))
+    page.wait_for_function("id => { const e = document.getElementById(id); return e && e.classList.contains('ann-target'); }", arg=anchor)
+    page.wait_for_timeout(300)
+    state = symbol_state(page, anchor)
+    assert state["hl"] == list(range(state["start"], state["end"] + 1)) and state["hl"], state
+    assert state["visible"], "the symbol's note is off screen"
+    assert page.locator(".ann-refsrc .ann-line").count() > 10
+    page.screenshot(path=str(SHOTS / "reference-source.png"))
+    # the symbol (or, for an attribute, its owner) lists the note we came from
+    back = page.locator(f"li.ann-cite a[href$='#{note['id']}']").first
+    assert back.count() == 1, f"the reference page does not cite note {note['id']} back"
+    back.click()
+    page.wait_for_url(re.compile(re.escape(annotated) + "#"))
+    page.wait_for_function("id => document.getElementById(id).classList.contains('ann-target')", arg=note["id"])
+    assert not watched.errors, watched.errors
+
+
+def test_comparison_view_side_by_side_wide_and_stacked_narrow(browser, base_url, annotated) -> None:
+    """Catches: a comparison view that is not reachable from both pages, or that does not put the two
+    codes side by side on wide screens and one above the other on narrow ones."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    for width, name in ((1400, "compare-wide.png"), (420, "compare-narrow.png")):
+        w = Watched(browser, width, 1000)
+        try:
+            w.page.goto(base_url + annotated)
+            note = note_with_ref(w.page)
+            w.page.evaluate("id => document.getElementById(id).querySelector('li.ann-cmp a').click()", note["id"])
+            w.page.wait_for_url(re.compile(r"/compare/v"))
+            section = f"document.getElementById({note['id']!r})"
+            w.page.wait_for_function(f"() => {section} !== null")
+            w.page.wait_for_timeout(300)
+            boxes = w.page.evaluate(
+                f"""() => {{ const s = {section}; const r = x => x.getBoundingClientRect();
+                    const u = s.querySelector('.cmp-upstream'), f = s.querySelector('.cmp-reference');
+                    return {{u: [r(u).left, r(u).right, r(u).top, r(u).bottom], f: [r(f).left, r(f).right, r(f).top, r(f).bottom],
+                             lines: [u.querySelectorAll('.ann-line').length, f.querySelectorAll('.ann-line').length],
+                             top: r(s).top}}; }}"""
+            )
+            assert min(boxes["lines"]) > 0, boxes
+            if width >= 1200:
+                assert boxes["f"][0] >= boxes["u"][1] - 1 and abs(boxes["f"][2] - boxes["u"][2]) < 2, boxes
+            else:
+                assert boxes["f"][2] >= boxes["u"][3] - 1, boxes
+            w.page.screenshot(path=str(SHOTS / name))
+            # and the reference side's title leads to the symbol on its source page, which links here too
+            href = w.page.evaluate(f"() => {section}.querySelector('.cmp-reference .cmp-head a').href")
+            w.page.goto(href)
+            w.page.wait_for_load_state("load")
+            assert w.page.locator(f"li.ann-cite a.ann-cmp[href$='#{note['id']}']").count() >= 1
+            errors += w.errors
+        finally:
+            w.close()
+    assert not errors, errors
+
+
+def test_no_raw_sphinx_roles_outside_code_listings() -> None:
+    """Catches: `:attr:`/`:class:`/`:meth:` roles shown as raw text anywhere on the site.
+
+    Code listings (``section.ann-code``) show exact source files, whose docstrings may spell roles;
+    the same docstrings are rendered as prose beside them, and that prose must have none."""
+    if not (SITE / "index.html").is_file():
+        missing(f"no built site at {SITE}")
+    role = re.compile(r":(?:py:)?(?:attr|class|meth|func|mod|data|exc|obj|const):(?:<code>|`|&#96;)")
+    listing = re.compile(r'<section class="ann-code[^"]*"[^>]*>.*?</section>', re.S)
+    script = re.compile(r"<script\b.*?</script>", re.S)
+    found = []
+    for path in SITE.rglob("*.html"):
+        text = script.sub("", listing.sub("", path.read_text(encoding="utf-8")))
+        for match in role.finditer(text):
+            found.append(f"{path.relative_to(SITE)}: {text[max(0, match.start() - 60):match.end() + 40]!r}")
+    assert not found, "\n".join(found[:20])
+
+
+# --- trace explorer -------------------------------------------------------------------------------
+
+def allow_adapter_imports() -> None:
+    """Make ``conformance.adapters.reference_v*`` importable in the browser environment.
+
+    The adapters import ``conformance.lockstep``, whose module-level import of Hypothesis's
+    ``RuleBasedStateMachine`` is the only Hypothesis name needed to import them; the browser
+    environment has no Hypothesis, so a stand-in base class is installed for that import (nothing
+    of Hypothesis runs here: only ``apply`` and ``snapshot`` of the reference systems)."""
+    import sys
+    import types
+
+    try:
+        import hypothesis.stateful  # noqa: F401
+    except ModuleNotFoundError:
+        stateful = types.ModuleType("hypothesis.stateful")
+        stateful.RuleBasedStateMachine = object
+        package = types.ModuleType("hypothesis")
+        package.stateful = stateful
+        sys.modules.setdefault("hypothesis", package)
+        sys.modules.setdefault("hypothesis.stateful", stateful)
+
+
+def reference_system(trace: dict):
+    """The reference system of a trace, as the conformance adapters build it."""
+    allow_adapter_imports()
+    if trace["semantics"] == "v1":
+        from conformance.adapters.reference_v1 import ReferenceV1System
+
+        return ReferenceV1System(trace["config"])
+    from conformance.adapters.reference_v0 import ReferenceV0System
+
+    return ReferenceV0System(trace["config"])
+
+
+def shown_state(page) -> dict:
+    return page.evaluate(
+        """() => { const p = document.querySelector('.tx-panel');
+          const chips = root => Array.from(root.querySelectorAll('.tx-chip'), c => +c.textContent);
+          return {step: +p.dataset.step,
+            tables: Array.from(p.querySelectorAll('table.tx-tables tr'), tr =>
+                      [tr.dataset.req, Array.from(tr.querySelectorAll('.tx-group'), chips)]),
+            free: chips(p.querySelector('.tx-free')),
+            refs: Object.fromEntries(Array.from(p.querySelectorAll('.tx-block'), c => [c.dataset.block, +c.dataset.ref])),
+            hashes: Object.fromEntries(Array.from(p.querySelectorAll('.tx-block'),
+                      c => [c.dataset.block, c.querySelector('.tx-hash').textContent])),
+            cow: Array.from(p.querySelectorAll('.tx-chip.tx-cow-dst'), c => +c.textContent),
+            evicted: Array.from(p.querySelectorAll('.tx-block.tx-evicted'), c => +c.dataset.block),
+            current: Array.from(document.querySelectorAll('.tx-steps li.tx-current'), li => li.id)}; }"""
+    )
+
+
+def snapshot_after(trace: dict, steps: int) -> dict:
+    system = reference_system(trace)
+    from conformance.lockstep import OpError
+
+    for op in trace["ops"][:steps]:
+        try:
+            system.apply(op)
+        except OpError:
+            pass
+    return system.snapshot()
+
+
+TRACE_PAGE = "trace-explorer/v1-upstream-test-prefill-v0.33.0/"
+TRACE_FILE = REPO / "conformance" / "traces" / "v1" / "upstream-test-prefill-v0.33.0.json"
+
+
+def test_trace_explorer_steps_with_keys_and_deep_links_and_shows_the_reference_state(browser, base_url) -> None:
+    """Catches: an explorer whose keys or #step-N links do not move it, or whose panel shows another
+    state than the reference's own snapshot after that step."""
+    import json
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    trace = json.loads(TRACE_FILE.read_text())
+    w = Watched(browser, 1400, 1000)
+    try:
+        page = w.page
+        page.goto(base_url + TRACE_PAGE)
+        page.wait_for_function("() => document.querySelector('.tx-panel').dataset.step === '0'")
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        assert shown_state(page)["step"] == 3 and page.url.endswith("#step-3")
+        page.keyboard.press("ArrowLeft")
+        assert shown_state(page)["step"] == 2 and page.url.endswith("#step-2")
+        page.click(".tx-next")
+        assert shown_state(page)["step"] == 3
+        page.screenshot(path=str(SHOTS / "trace-explorer-keys.png"))
+        errors = list(w.errors)
+    finally:
+        w.close()
+    # the step where the most requests hold blocks: the state to check is not trivially empty
+    held = [sum(1 for r in snapshot_after(trace, k)["requests"].values() if any(r["tables"]))
+            for k in range(len(trace["ops"]) + 1)]
+    k = held.index(max(held))
+    assert held[k] >= 2, held
+    deep = Watched(browser, 1400, 1000)
+    try:
+        deep.page.goto(base_url + TRACE_PAGE + f"#step-{k}")
+        deep.page.wait_for_function(f"() => document.querySelector('.tx-panel').dataset.step === '{k}'")
+        shown = shown_state(deep.page)
+        assert shown["current"] == [f"step-{k}"]
+        snap = snapshot_after(trace, k)
+        assert shown["tables"] == [[req, r["tables"]] for req, r in snap["requests"].items()]
+        assert shown["free"] == snap["free_queue"]
+        assert shown["refs"] == {str(i): ref for i, (ref, _) in enumerate(snap["blocks"])}
+        assert shown["hashes"] == {str(i): (h[:8] if h else "·") for i, (_, h) in enumerate(snap["blocks"])}
+        deep.page.screenshot(path=str(SHOTS / "trace-explorer-deep-link.png"))
+        # the last step evicts the cached prompt blocks: they are highlighted, as the snapshots say
+        deep.page.goto(base_url + TRACE_PAGE + f"#step-{len(trace['ops'])}")
+        deep.page.wait_for_function(f"() => document.querySelector('.tx-panel').dataset.step === '{len(trace['ops'])}'")
+        before, after = snapshot_after(trace, len(trace["ops"]) - 1), snapshot_after(trace, len(trace["ops"]))
+        dropped = sorted(i for i, ((_, h0), (_, h1)) in enumerate(zip(before["blocks"], after["blocks"])) if h0 and h0 != h1)
+        assert dropped and shown_state(deep.page)["evicted"] == dropped
+        errors += deep.errors
+    finally:
+        deep.close()
+    assert not errors, errors
+
+
+def test_trace_explorer_on_a_phone_shows_copy_on_write(browser, base_url) -> None:
+    """Catches: an explorer unreadable on a phone (wider than the screen), or copy-on-write not shown."""
+    allow_adapter_imports()
+    from docs.hooks.trace_steps import SEED_DEMO_TRACE
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    w = Watched(browser, 390, 844)
+    try:
+        page = w.page
+        cow_step = next(k for k, op in enumerate(SEED_DEMO_TRACE["ops"], 1) if op["op"] == "append_slots")
+        page.goto(base_url + f"trace-explorer/seed-demo-workload/#step-{cow_step}")
+        page.wait_for_function(f"() => document.querySelector('.tx-panel').dataset.step === '{cow_step}'")
+        snap = snapshot_after(SEED_DEMO_TRACE, cow_step)
+        shown = shown_state(page)
+        assert shown["tables"] == [[seq, [ids]] for seq, ids in snap["tables"].items()]
+        assert shown["free"] == snap["gpu"]["free"]
+        child = snap["tables"][str(SEED_DEMO_TRACE["ops"][cow_step - 1]["seq"])]
+        assert shown["cow"] == [child[-1]], "the copy-on-write destination is not highlighted"
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"the page is {overflow}px wider than a phone screen"
+        page.screenshot(path=str(SHOTS / "trace-explorer-phone.png"), full_page=False)
+        errors = list(w.errors)
+    finally:
+        w.close()
+    assert not errors, errors
