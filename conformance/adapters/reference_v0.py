@@ -140,7 +140,7 @@ class ReferenceV0System:
         if kind == "num_free":
             return [m.get_num_free_gpu_blocks(), m.get_num_free_cpu_blocks()]
         if kind == "block_table":
-            return m.get_block_table(op["seq"])
+            return list(m.get_block_table(op["seq"]))
         raise ValueError(f"unknown v0 op {kind!r}")
 
     def snapshot(self) -> dict:

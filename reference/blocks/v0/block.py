@@ -37,6 +37,20 @@ class Block:
         self.extra_hash = extra_hash if hashing else None
         self.computed = False
         self._hash: Optional[int] = None
+        self._num_tokens_total = 0
+        self._update_num_tokens_total()
+
+    def _update_num_tokens_total(self) -> None:
+        # Kept up to date on construction and on every append, never recomputed by walking the
+        # chain: vLLM does the same (prefix_caching_block.py:797-812, :849), and a walk per
+        # block made freeing a sequence quadratic (and recursive) in its length.
+        before = self.prev.num_tokens_total if self.prev is not None else 0
+        self._num_tokens_total = before + len(self.token_ids)
+
+    def extend(self, token_ids: list[int]) -> None:
+        """Write ``token_ids`` after the block's tokens (the caller checked they fit)."""
+        self.token_ids.extend(token_ids)
+        self._update_num_tokens_total()
 
     @property
     def num_empty_slots(self) -> int:
@@ -48,26 +62,52 @@ class Block:
 
     @property
     def num_tokens_total(self) -> int:
-        """Tokens from the start of the sequence up to and including this page."""
-        before = self.prev.num_tokens_total if self.prev is not None else 0
-        return before + len(self.token_ids)
+        """Tokens from the start of the sequence up to and including this page.
+
+        As in vLLM, the count is the previous page's count when this page was built or last
+        written, plus this page's tokens; pages are written front to back, so it is exact.
+        """
+        return self._num_tokens_total
 
     @property
     def content_hash(self) -> Optional[int]:
-        """The chained hash of a full page, or None (not full, or a naive block)."""
+        """The chained hash of a full page, or None (not full, or a naive block).
+
+        vLLM computes this recursively through ``prev`` (``:893-925``); the reference gives the
+        same values with a loop, so a chain of thousands of pages whose hashes are not known yet
+        cannot exhaust the interpreter's stack. Pages are hashed as they fill, so the loop
+        usually stops at the previous page.
+        """
         if not self.hashing:
             return None
         if self._hash is not None:
             return self._hash
         if not self.is_full:
             return None
-        is_first = self.prev is None
-        prev_hash = NONE_HASH if is_first else self.prev.content_hash  # type: ignore[union-attr]
-        # A previous page without a hash yet means this one has none either (line 917).
-        if prev_hash == NONE_HASH and not is_first:
-            return None
-        self._hash = hash_block_tokens(is_first, prev_hash, self.token_ids, self.extra_hash)
-        return self._hash
+        # Walk back to the nearest page whose hash is known (or is None), then hash forwards.
+        pending: list[Block] = [self]
+        known: Optional[int] = None
+        block: Block = self
+        while block.prev is not None:
+            prev = block.prev
+            if isinstance(prev, NullBlock):
+                known = prev.content_hash
+                break
+            if not prev.hashing or not prev.is_full or prev._hash is not None:
+                known = prev._hash if prev.hashing else None
+                break
+            pending.append(prev)
+            block = prev
+        for block in reversed(pending):
+            if block.prev is None:
+                known = block._hash = hash_block_tokens(True, NONE_HASH, block.token_ids, block.extra_hash)
+            elif known == NONE_HASH:
+                # A previous page without a hash means this one has none either (line 917).
+                known = None
+            else:
+                # (A previous page that is not full gives None here, and vLLM hashes on with it.)
+                known = block._hash = hash_block_tokens(False, known, block.token_ids, block.extra_hash)
+        return known
 
 
 class NullBlock(Block):

@@ -248,7 +248,10 @@ class BlockSpaceManager:
 
     # -- queries ----------------------------------------------------------------------------------
     def get_block_table(self, seq_id: int) -> list[int]:
-        return list(self._table(seq_id).physical_block_ids)
+        """The sequence's page ids: the table's own id list, not a copy, as vLLM returns it
+        (``block_manager.py:285-287``), because the scheduler asks for it every step. It changes
+        as the table does; a caller that keeps it, or edits it, must copy it first."""
+        return self._table(seq_id).physical_block_ids
 
     def get_num_free_gpu_blocks(self) -> int:
         return self.allocator.get_num_free_blocks(Device.GPU)

@@ -86,7 +86,7 @@ class NaiveAllocator:
         """Write tokens into a block, moving it to a private page first if it is shared."""
         if len(token_ids) > block.num_empty_slots:
             raise InvalidArgument(f"{len(token_ids)} tokens do not fit in {block.num_empty_slots} slots")
-        block.token_ids.extend(token_ids)
+        block.extend(token_ids)
         if block.block_id is not None:
             block.block_id = self.cow_if_shared(block)
 

@@ -180,7 +180,7 @@ class PrefixCachingAllocator:
             return
         if len(token_ids) > block.num_empty_slots:
             raise InvalidArgument(f"{len(token_ids)} tokens do not fit in {block.num_empty_slots} slots")
-        block.token_ids.extend(token_ids)
+        block.extend(token_ids)
         if block.block_id is not None:
             block.block_id = self._cow_if_shared(block)
         if block.content_hash is not None:

@@ -21,7 +21,6 @@ therefore the eviction order, and where freed blocks enter it is a policy
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from reference.blocks.errors import DoubleFree, InvalidArgument, OutOfBlocks, UnknownBlock
@@ -111,37 +110,42 @@ class BlockPool:
         """Drop one reference from each block; those reaching zero join the free queue.
 
         ``ordered_blocks`` is in eviction priority (first = evicted first), which is why
-        requests free their tables tail first.
+        requests free their tables tail first. One pass does the work, as vLLM's does; a block
+        whose count would go below zero stops it, the counts already dropped are put back and
+        :class:`DoubleFree` is raised, so a refused release changes nothing.
         """
-        ordered = list(ordered_blocks)
-        self._check_releasable(ordered)
+        ordered = ordered_blocks if isinstance(ordered_blocks, list) else list(ordered_blocks)
         hashless_to_front = self.policy.free_hashless_blocks_to_front
+        all_to_front = hashless_to_front and not self.enable_caching
         null_counted = self.policy.null_block_ref_counted
         released_first: list[KVBlock] = []
         released_last: list[KVBlock] = []
-        for block in ordered:
+        for position, block in enumerate(ordered):
             if block.is_null:
                 if null_counted:
                     block.ref_cnt -= 1
                 continue
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                to_front = hashless_to_front and (block.block_hash is None or not self.enable_caching)
-                (released_first if to_front else released_last).append(block)
-        self.free_queue.prepend_n(released_first)
-        self.free_queue.append_n(released_last)
+            count = block.ref_cnt
+            if count < 1:
+                self._undo_release(ordered[:position])
+                raise DoubleFree(f"block {block.block_id} is freed more often than it is referenced")
+            block.ref_cnt = count - 1
+            if count == 1:
+                if all_to_front or (hashless_to_front and block.block_hash is None):
+                    released_first.append(block)
+                else:
+                    released_last.append(block)
+        if released_first:
+            self.free_queue.prepend_n(released_first)
+        if released_last:
+            self.free_queue.append_n(released_last)
 
-    def _check_releasable(self, ordered: list[KVBlock]) -> None:
-        """Refuse, before changing anything, a release that would take a count below zero."""
-        real = [block for block in ordered if not block.is_null]
-        if len({id(block) for block in real}) == len(real):  # the usual case: each block once
-            for block in real:
-                if block.ref_cnt < 1:
-                    raise DoubleFree(f"block {block.block_id} is freed more often than it is referenced")
-            return
-        for block_id, count in Counter(block.block_id for block in real).items():
-            if self.blocks[block_id].ref_cnt < count:
-                raise DoubleFree(f"block {block_id} is freed more often than it is referenced")
+    def _undo_release(self, done: list[KVBlock]) -> None:
+        """Give back the references a refused :meth:`free_blocks` had already dropped."""
+        null_counted = self.policy.null_block_ref_counted
+        for block in done:
+            if not block.is_null or null_counted:
+                block.ref_cnt += 1
 
     # -- cache maintenance --------------------------------------------------------------------
     def evict_blocks(self, block_ids: Iterable[int]) -> None:

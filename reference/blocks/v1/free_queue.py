@@ -94,26 +94,44 @@ class FreeBlockQueue:
 
     def append_n(self, blocks: list[KVBlock]) -> None:
         """Put ``blocks`` at the tail, keeping their order."""
-        self._check_unqueued(blocks)
-        for block in blocks:
-            self._link_unqueued_before(block, self._tail)
+        self._link_run(blocks, self._tail)
 
     def prepend_n(self, blocks: list[KVBlock]) -> None:
         """Put ``blocks`` at the front, keeping their order (``blocks[0]`` becomes the front)."""
-        self._check_unqueued(blocks)
         first = self._head.next_free
         assert first is not None
-        for block in blocks:
-            self._link_unqueued_before(block, first)
+        self._link_run(blocks, first)
 
     # -- internals ----------------------------------------------------------------------------
-    def _check_unqueued(self, blocks: list[KVBlock]) -> None:
-        """Refuse the whole batch, before linking any of it, if a block is queued or repeated."""
-        if len({id(block) for block in blocks}) != len(blocks):
-            raise UnknownBlock("the same block is passed twice")
+    def _link_run(self, blocks: list[KVBlock], successor: KVBlock) -> None:
+        """Link ``blocks`` in order just before ``successor``, in one pass.
+
+        A block already queued, or passed twice (its link is set once it is linked here), stops
+        the pass: the blocks linked so far are cut out again and the whole batch is refused.
+        """
+        predecessor = successor.prev_free
+        assert predecessor is not None
+        last = predecessor
         for block in blocks:
-            if self.contains(block):
-                raise UnknownBlock(f"block {block.block_id} is already in the free queue")
+            if block.prev_free is not None or block.next_free is not None:
+                self._cut_run(predecessor, last, successor)
+                raise UnknownBlock(f"block {block.block_id} is already in the free queue or passed twice")
+            last.next_free = block
+            block.prev_free = last
+            last = block
+        last.next_free = successor
+        successor.prev_free = last
+        self._size += len(blocks)
+
+    def _cut_run(self, predecessor: KVBlock, last: KVBlock, successor: KVBlock) -> None:
+        """Undo a partly linked run: unlink the blocks after ``predecessor`` up to ``last``."""
+        node = predecessor.next_free if last is not predecessor else None
+        while node is not None:
+            following = node.next_free if node is not last else None
+            node.prev_free = node.next_free = None
+            node = following
+        predecessor.next_free = successor
+        successor.prev_free = predecessor
 
     def _link_before(self, block: KVBlock, successor: KVBlock) -> None:
         if self.contains(block):
