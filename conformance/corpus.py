@@ -22,14 +22,55 @@ def corpus() -> list[Path]:
     return sorted(p for p in TRACES.glob("*/*.json") if p.parent.name != "failures")
 
 
+def retargeted(trace: dict, policy: str) -> dict:
+    """A V1 trace recorded under another release's policy, to replay under ``policy``.
+
+    The ops are scheduler calls every V1 release accepts; the ``expect`` entries pin what one
+    release's own test asserts, so they are dropped: the replay compares the reference (under
+    ``policy``) with the installed vLLM step by step, as the machines do.
+    """
+    out = {k: v for k, v in trace.items() if k != "expect"}
+    out["config"] = {**trace["config"], "policy": policy}
+    return out
+
+
+def installed_policy() -> str | None:
+    """The installed release's V1 policy name, or None where it has none."""
+    from conformance.versions import installed_v1_policy_name
+
+    try:
+        return installed_v1_policy_name()
+    except NotApplicable:
+        return None
+
+
 def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
-    """Replay every trace that applies to the installed vLLM; fail on the first divergence."""
+    """Replay every trace that applies to the installed vLLM; fail on the first divergence.
+
+    V1 traces recorded at a pinned release are replayed as they are there and, at any other
+    release with a V1 policy, retargeted to that policy (:func:`retargeted`; one replay per
+    distinct op sequence).
+    """
     from conformance.versions import installed_vllm_version
 
     version = installed_vllm_version()
+    policy = installed_policy()
+    pinned_policies = {json.loads(p.read_text())["config"].get("policy") for p in corpus()}
+    seen_ops: set[str] = set()
     replayed, ops, skipped, failures = 0, 0, [], []
     for path in corpus():
         trace = json.loads(path.read_text())
+        recorded = trace["config"].get("policy")
+        if trace["semantics"] == "v1" and policy is not None and policy not in pinned_policies:
+            key = json.dumps([trace["config"].get("groups"), trace["ops"]], sort_keys=True)
+            if key in seen_ops:
+                skipped.append(f"{path.name} (same ops as another trace, already replayed)")
+                continue
+            seen_ops.add(key)
+            trace = retargeted(trace, policy)
+        elif recorded is not None and recorded != policy:
+            skipped.append(f"{path.name} (recorded for {recorded}; installed: {policy})")
+            continue
         wanted = trace.get("versions")
         if wanted and version not in wanted:
             skipped.append(f"{path.name} (only {', '.join(wanted)})")

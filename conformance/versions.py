@@ -155,20 +155,30 @@ KERNELS_0_25 = replace(KERNELS_0_14, paged_2d_masks_tail=True)
 
 V0_API = V0Api(sequence_token_inputs=True)
 
-# One row per span of releases whose sources were read and found alike; ``v1_policy`` is set
-# where a policy reproducing the row has been measured (or, for the two pinned releases, is the
-# one the project is built around). ``measured`` lists the releases whose environment ran.
+# One row per span of releases whose sources were read (the last patch of each minor series,
+# and the first patch where a field changed) and found alike. ``v1_policy`` is the nearest
+# policy with the fields the sources show changed; ``measured`` lists the releases whose
+# environment ran the conformance command against it (conformance/reports/matrix.json).
+# 0.23.0 has no policy: it prepends freed hashless blocks only on the sliding-window manager's
+# paths, a variant no V1Policy models yet.
 RELEASES: tuple[Release, ...] = (
+    # V0 block manager releases before V1's request block hasher (vllm/v1/request.py has no
+    # block_hasher before 0.10): the V1 adapter cannot build their requests, so no V1 API.
+    Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=None),
+    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10),
+    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10),
     Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API,
             kernels=KERNELS_0_10, measured=("0.10.2",)),
-    Release("0.11.2", "0.11.2", v1_policy=None, v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
-    Release("0.12.0", "0.12.0", v1_policy=None, v1_api=V1_API_0_12, v0_api=None, kernels=KERNELS_0_11),
-    Release("0.13.0", "0.13.0", v1_policy=None, v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_13),
-    Release("0.14.1", "0.16.0", v1_policy=None, v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.11.2", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
+    Release("0.12.0", "0.12.0", v1_policy="v0.12.0", v1_api=V1_API_0_12, v0_api=None, kernels=KERNELS_0_11),
+    Release("0.13.0", "0.13.0", v1_policy="v0.13.0", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_13),
+    Release("0.14.1", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14),
     Release("0.17.1", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14),
     Release("0.23.0", "0.23.0", v1_policy=None, v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
-    Release("0.24.0", "0.24.0", v1_policy=None, v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
-    Release("0.25.1", "0.32.0", v1_policy=None, v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.25.1", "0.28.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.29.0", "0.30.0", v1_policy="v0.29.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.31.0", "0.32.0", v1_policy="v0.31.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
     Release("0.33.0", "0.33.0", v1_policy="v0.33.0", v1_api=V1_API_0_24, v0_api=None,
             kernels=KERNELS_0_25, measured=("0.33.0",)),
 )

@@ -14,7 +14,7 @@ return values (for example the internal shape of the prefix-cache map, or which 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 LORA_EXTRA_KEYS = ("int_id", "name", "tagged")
@@ -144,7 +144,22 @@ V1_V0_20_2 = V1Policy(
     cache_full_blocks_skips_null=True,
 )
 
-V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (V1_V0_33_0, V1_V0_20_2, V1_V0_10_2)}
+# The releases between the pins, each the nearest measured policy with the fields that the
+# release's sources show changed (V1_FIELD_HISTORY gives the first release and lines of each).
+# vLLM 0.11.2 and 0.12.0: v0.10.2 with LoRA keyed by name (from v0.11.1).
+V1_V0_12_0 = replace(V1_V0_10_2, name="v0.12.0", lora_extra_key="name")
+# vLLM 0.13.0: evict_blocks appears.
+V1_V0_13_0 = replace(V1_V0_12_0, name="v0.13.0", evict_blocks_supported=True)
+# vLLM 0.24.0 .. 0.28.0: hashless freed blocks to the front; the admission watermark.
+V1_V0_24_0 = replace(V1_V0_20_2, name="v0.24.0", free_hashless_blocks_to_front=True, watermark_supported=True)
+# vLLM 0.29.0 and 0.30.0: the fixed NONE_HASH seed.
+V1_V0_29_0 = replace(V1_V0_24_0, name="v0.29.0", none_hash_default_seed="vllm-none-hash")
+# vLLM 0.31.0 and 0.32.0: tagged extra keys, zero-token hit adoption.
+V1_V0_31_0 = replace(V1_V0_29_0, name="v0.31.0", tagged_extra_keys=True, lora_extra_key="tagged",
+                     zero_token_hit_adoption=True)
+
+V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (
+    V1_V0_33_0, V1_V0_31_0, V1_V0_29_0, V1_V0_24_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2)}
 
 
 @dataclass(frozen=True)
@@ -260,5 +275,6 @@ def v1_policy_for_version(version: str) -> V1Policy:
         raise KeyError(f"no V1 policy for vLLM {version!r}; known: {sorted(V1_POLICIES)}") from None
 
 
-__all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_20_2", "V1_V0_10_2", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
+__all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_31_0", "V1_V0_29_0", "V1_V0_24_0", "V1_V0_20_2", "V1_V0_13_0",
+           "V1_V0_12_0", "V1_V0_10_2", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
            "V1_FIELD_HISTORY", "LORA_EXTRA_KEYS"]

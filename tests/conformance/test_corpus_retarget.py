@@ -1,0 +1,51 @@
+"""The corpus at releases between the pins: V1 traces replayed under the installed release's policy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conformance import corpus
+from conformance.lockstep import replay
+from reference.blocks.policies import V1_POLICIES
+
+V1_TRACES = [p for p in corpus.corpus() if p.parent.name == "v1"]
+
+
+def test_retargeted_trace_takes_the_policy_and_drops_release_pinned_expectations():
+    """Catches: a retargeted replay checking one release's pinned test expectations against
+    another release, or still running under the recorded release's policy."""
+    trace = json.loads(next(p for p in V1_TRACES if "test-prefill-v0.33.0" in p.name).read_text())
+    out = corpus.retargeted(trace, "v0.20.2")
+    assert out["config"]["policy"] == "v0.20.2" and "expect" not in out
+    assert trace["config"]["policy"] == "v0.33.0" and "expect" in trace  # the original is untouched
+
+
+@pytest.mark.parametrize("policy", sorted(V1_POLICIES))
+def test_every_v1_trace_replays_under_every_policy(policy):
+    """Catches: a corpus op that some release's policy refuses in the reference itself (the
+    retargeted corpus would then report a divergence that is the harness's)."""
+    for path in V1_TRACES:
+        trace = corpus.retargeted(json.loads(path.read_text()), policy)
+        trace["config"]["peer"] = "reference"
+        done, diff = replay(trace)
+        assert diff is None and done == len(trace["ops"]), (path.name, diff)
+
+
+def test_at_an_intermediate_release_each_op_sequence_is_replayed_once(monkeypatch):
+    """Catches: the pinned pair of a trace (same ops, two releases) replayed twice, or skipped."""
+    monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.20.2")
+    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.20.2")
+    replayed = []
+
+    def fake_replay(trace):
+        replayed.append(trace["config"].get("policy"))
+        return len(trace["ops"]), None
+
+    monkeypatch.setattr(corpus, "replay", fake_replay)
+    result = corpus.run_corpus()
+    v1_ops = {json.dumps([json.loads(p.read_text())["config"].get("groups"), json.loads(p.read_text())["ops"]],
+                         sort_keys=True) for p in V1_TRACES}
+    assert replayed.count("v0.20.2") == len(v1_ops) < len(V1_TRACES)
+    assert result.passed

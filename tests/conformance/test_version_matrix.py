@@ -1,0 +1,72 @@
+"""scripts/version-matrix: release names, disk and one-environment guards, merging into matrix.json."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "version-matrix"
+
+
+@pytest.fixture
+def vm(tmp_path, monkeypatch):
+    loader = importlib.machinery.SourceFileLoader("version_matrix", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("version_matrix", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    monkeypatch.setattr(module, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(module, "MATRIX", tmp_path / "matrix.json")
+    return module
+
+
+def entry(release, statuses):
+    return {"release": release, "summary": {}, "duration_s": 1,
+            "properties": {n: {"status": s} for n, s in statuses.items()}}
+
+
+def test_bad_release_names_are_refused_before_anything_is_built(vm, capsys):
+    """Catches: a typo (or a pre-release) building a 10 GB environment for nothing."""
+    for bad in ("0.20", "v0.20.2", "0.20.2rc1", "latest"):
+        with pytest.raises(SystemExit):
+            vm.main([bad])
+        assert not (vm.CACHE / "envs").exists()
+
+
+def test_a_second_matrix_environment_is_refused(vm):
+    """Catches: two ~10 GB release environments on disk at once."""
+    (vm.CACHE / "envs" / "matrix-vllm-0.9.2").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="another matrix environment"):
+        vm.build("0.20.2")
+
+
+def test_low_disk_refuses_to_build(vm, monkeypatch):
+    """Catches: filling the disk with a release environment."""
+    monkeypatch.setattr(vm, "free_gb", lambda path: 12.0)
+    with pytest.raises(SystemExit, match="need 30 GB"):
+        vm.build("0.20.2")
+    assert not vm.env_dir("0.20.2").exists()
+
+
+def test_remove_never_touches_pinned_environments(vm):
+    """Catches: --remove deleting scripts/ensure-env's pinned vLLM environments."""
+    pinned = vm.CACHE / "envs" / "vllm-0.33.0-abc"
+    pinned.mkdir(parents=True)
+    vm.env_dir("0.20.2").mkdir(parents=True)
+    vm.main(["--remove", "0.20.2"])
+    assert pinned.exists() and not vm.env_dir("0.20.2").exists()
+
+
+def test_merge_orders_releases_numerically_and_partial_runs_keep_other_verdicts(vm):
+    """Catches: 0.9.2 sorted after 0.33.0, or an --only rerun wiping the other properties."""
+    vm.merge(entry("0.33.0", {"a": "passed"}))
+    vm.merge(entry("0.9.2", {"a": "failed", "b": "passed"}))
+    vm.merge(entry("0.9.2", {"a": "passed"}), partial=True)
+    matrix = json.loads(vm.MATRIX.read_text())
+    assert list(matrix["releases"]) == ["0.9.2", "0.33.0"]
+    got = matrix["releases"]["0.9.2"]
+    assert got["properties"] == {"a": {"status": "passed"}, "b": {"status": "passed"}}
+    assert got["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0}
