@@ -11,6 +11,7 @@ site's other highlighted code (``.highlight .k`` and friends).
 
 from __future__ import annotations
 
+import functools
 from html import escape
 
 from pygments.lexer import Lexer
@@ -51,7 +52,20 @@ def highlight_lines(text: str, path: str) -> list[str]:
 
     Fragments are escaped, each span is closed on the line where it opened, and the number of
     fragments always equals the number of lines, so line ``n`` of the file is fragment ``n - 1``.
+    The result is remembered per (text, file name): an upstream file appears on its annotated page
+    and on its comparison page, and highlighting is most of a site build's time.
     """
+    return list(highlight_cached(text, path))
+
+
+@functools.lru_cache(maxsize=128)
+def highlight_cached(text: str, path: str) -> tuple[str, ...]:
+    """:func:`highlight_lines`, computed once per distinct (text, path)."""
+    return tuple(highlight_uncached(text, path))
+
+
+def highlight_uncached(text: str, path: str) -> list[str]:
+    """:func:`highlight_lines` without the cache."""
     lines = split_lines(text)
     lexer = lexer_for(path)
     if lexer is None:
