@@ -135,8 +135,13 @@ def render_module(
             attr_anchors[sym.start] = attr_anchors.get(sym.start, "") + (
                 f'<span class="ann-sym" id="{escape(symbol_anchor(module, sym))}" '
                 f'data-start="{sym.start}" data-end="{sym.end}"></span>')
+    segs = segments(module)
+    if not segs or segs[0].symbol is None or segs[0].symbol.kind != "module":
+        # the file opens with a definition: the module's anchor is a mark on line 1
+        attr_anchors[1] = (f'<span class="ann-sym" id="{escape(module.name)}" data-start="1" data-end="1"></span>'
+                           + attr_anchors.get(1, ""))
     out = [f'<div class="ann ann-refsrc" data-module="{escape(module.name)}">']
-    for seg in segments(module):
+    for seg in segs:
         code = _code_html(fragments, seg.start, seg.end, doc_lines, attr_anchors)
         if seg.symbol is None:
             out.append(f'<div class="ann-seg ann-plain">{code}</div>')

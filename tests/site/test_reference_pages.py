@@ -163,3 +163,30 @@ def test_every_ref_in_the_annotations_resolves_in_the_real_reference() -> None:
     refs = {r for p in annotation_paths(ANNOTATIONS_ROOT) for n in parse(p).notes for r in n.refs}
     assert refs, "no ref: links found in the annotations"
     assert sorted(r for r in refs if index.resolve(r) is None) == []
+
+
+def test_every_ref_is_cited_back_on_the_symbol_or_its_owner() -> None:
+    """Catches: a reference symbol that a note re-implements without the note listed beside it."""
+    from annotations import model, upstream
+    from docs.hooks.reference_sources import Site
+    from docs.hooks.source_set import SourceSet
+
+    site = Site(ReferenceIndex.load(), SourceSet.load(model.ANNOTATIONS_ROOT, upstream.read_file))
+    assert site.unresolved == []
+    listed = {(entry.annotation.version, note.id, target.anchor)
+              for cites in site.cited.values() for entry, note, target in cites}
+    wanted = {(e.annotation.version, n.id, site.index.resolve(r).anchor)
+              for e in site.sources.entries.values() for n in e.annotation.notes for r in n.refs}
+    assert wanted and listed == wanted
+    for owner, cites in site.cited.items():
+        for _, _, target in cites:
+            module = site.index.modules[target.module]
+            assert owner == owner_anchor(module, target.symbol)
+            assert owner in anchor_ids(module)  # the note that lists it exists on the page
+
+
+def test_a_module_that_opens_with_a_definition_still_has_its_anchor() -> None:
+    """Catches: links to a module's anchor landing nowhere when the file has no docstring."""
+    mod = parse_module("pkg.bare", "def f():\n    return 1\n")
+    html = render_module(mod, lambda md: md, {}, "bare.py")
+    assert set(re.findall(r' id="([^"]+)"', html)) == anchor_ids(mod) == {"L1", "L2", "pkg.bare", "pkg.bare.f"}
