@@ -55,12 +55,22 @@ class RefSegment:
     symbol: Symbol | None
 
 
+def prose_symbols(module: ModuleSource) -> list[Symbol]:
+    """The symbols that get their own segment and note, in source order: every class, function
+    and method, and every attribute with a comment block directly above it (a documented field
+    or constant)."""
+    lines = split_lines(module.text)
+    documented = [s for s in module.symbols.values()
+                  if s.kind == "attribute" and comment_block_above(lines, s.start) < s.start]
+    return sorted(module.blocks() + documented, key=lambda s: (s.start, -s.end))
+
+
 def segments(module: ModuleSource) -> list[RefSegment]:
     """Tile the module's lines: the module's own head, one segment per definition, plain gaps."""
     lines = split_lines(module.text)
     total = len(lines)
     starts: list[tuple[int, Symbol]] = []
-    for sym in module.blocks():
+    for sym in prose_symbols(module):
         start = comment_block_above(lines, sym.start)
         if starts and start <= starts[-1][0]:  # a comment run cannot reach back past the previous start
             start = sym.start
@@ -87,6 +97,9 @@ def prose_markdown(module: ModuleSource, symbol: Symbol, seg_start: int) -> str:
     lines = split_lines(module.text)
     comments = [lines[n - 1].strip()[1:] for n in range(seg_start, symbol.start) if lines[n - 1].strip().startswith("#")]
     comments = [c[1:] if c.startswith(" ") else c for c in comments]
+    # an indented comment line (a list of upstream places, a continuation) keeps its own line
+    comments = [c + "  " if i + 1 < len(comments) and comments[i + 1][:1].isspace() else c
+                for i, c in enumerate(comments)]
     parts = ["\n".join(comments)] if comments else []
     if symbol.doc:
         parts.append(symbol.doc)
@@ -113,7 +126,7 @@ def _code_html(fragments: list[str], start: int, end: int, doc_lines: set[int], 
     return '<section class="ann-code highlight" data-search-exclude>' + "".join(rows) + "</section>"
 
 
-KIND_LABEL = {"module": "module", "class": "class", "function": "def", "method": "def"}
+KIND_LABEL = {"module": "module", "class": "class", "function": "def", "method": "def", "attribute": "attr"}
 
 
 def render_module(
@@ -130,8 +143,9 @@ def render_module(
         if sym.doc_start is not None:
             doc_lines.update(range(sym.doc_start, (sym.doc_end or sym.doc_start) + 1))
     attr_anchors: dict[int, str] = {}
+    own_note = {s.qualname for s in prose_symbols(module)}
     for sym in module.symbols.values():
-        if sym.kind == "attribute":
+        if sym.kind == "attribute" and sym.qualname not in own_note:
             attr_anchors[sym.start] = attr_anchors.get(sym.start, "") + (
                 f'<span class="ann-sym" id="{escape(symbol_anchor(module, sym))}" '
                 f'data-start="{sym.start}" data-end="{sym.end}"></span>')
@@ -172,7 +186,7 @@ def anchor_ids(module: ModuleSource) -> set[str]:
 
 def owner_anchor(module: ModuleSource, symbol: Symbol) -> str:
     """The anchor whose note lists cites of ``symbol``: its own, or its owner's for an attribute."""
-    if symbol.kind != "attribute":
+    if symbol.kind != "attribute" or symbol in prose_symbols(module):
         return symbol_anchor(module, symbol)
     owner = symbol.qualname.rpartition(".")[0]
     return symbol_anchor(module, module.symbols[owner]) if owner in module.symbols else module.name

@@ -190,3 +190,22 @@ def test_a_module_that_opens_with_a_definition_still_has_its_anchor() -> None:
     mod = parse_module("pkg.bare", "def f():\n    return 1\n")
     html = render_module(mod, lambda md: md, {}, "bare.py")
     assert set(re.findall(r' id="([^"]+)"', html)) == anchor_ids(mod) == {"L1", "L2", "pkg.bare", "pkg.bare.f"}
+
+
+def test_documented_fields_get_their_own_note() -> None:
+    """Catches: a field's explaining comment block left as code instead of prose beside the field,
+    or the field's anchor doubled (an id must be unique on the page)."""
+    text = ('"""Policies."""\n\n\nclass Policy:\n    """One field per difference."""\n\n'
+            "    # Whether the null block is counted.\n    #   v0.33.0 block_pool.py:816\n    counted: bool\n"
+            "    plain: int\n")
+    mod = parse_module("pkg.policies", text)
+    html = render_module(mod, lambda md: f"<p>{md}</p>", {}, "policies.py")
+    ids = re.findall(r' id="([^"]+)"', html)
+    assert len(ids) == len(set(ids)) and set(ids) == anchor_ids(mod)
+    note = re.search(r'<aside class="ann-note ann-prose" id="pkg\.policies\.Policy\.counted" data-start="9" data-end="9">(.*?)</aside>', html, re.S)
+    assert note and "Whether the null block is counted.  \n  v0.33.0 block_pool.py:816" in note[1]  # a hard break
+    assert '<span class="ann-sym" id="pkg.policies.Policy.plain"' in html  # undocumented: a mark only
+    assert owner_anchor(mod, mod.symbols["Policy.counted"]) == "pkg.policies.Policy.counted"
+    assert owner_anchor(mod, mod.symbols["Policy.plain"]) == "pkg.policies.Policy"
+    covered = [n for seg in segments(mod) for n in range(seg.start, seg.end + 1)]
+    assert covered == list(range(1, mod.line_count + 1))
