@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 
 from benchmarks.block_manager_v0 import ReferenceV0Side, measure
+from benchmarks.harness import Run, replay
 from benchmarks.traces_v0 import ALLOCATE, CAN_APPEND, FREE, STEP, V0_SETTINGS, make_v0_trace
 
 SMALL = 20  # requests per trace: enough for churn, forks and a full tight pool
@@ -41,11 +42,11 @@ def test_fresh_reference_accepts_every_op_with_the_recorded_answer(name):
     assert sorted(freed) == list(range(trace.num_seqs))  # every sequence freed exactly once
     assert sum(1 for op in trace.ops if op[0] == ALLOCATE) == len(trace.prompts)
     side = ReferenceV0Side()
-    state = side.prepare(trace)
-    side.replay(state, trace.ops)
-    books = side.final_state(state)
+    run = Run(side, trace, side.prepare(trace))
+    replay(run, trace.ops)
+    books = side.final_state(run.state)
     assert books["tables"] == {}
-    assert state.manager.get_num_free_gpu_blocks() == trace.num_gpu_blocks
+    assert run.state.manager.get_num_free_gpu_blocks() == trace.num_gpu_blocks
 
 
 def test_books_check_catches_a_different_final_state():
