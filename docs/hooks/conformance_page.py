@@ -140,4 +140,16 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
         reports = latest_reports(root / REPORTS)
     except ReportError as err:
         raise PluginError(f"conformance page: {err}") from None
-    return markdown_text.replace(MARKER, status_markdown(reports, registered_properties()))
+    return markdown_text.replace(MARKER, with_gpu_lane(status_markdown(reports, registered_properties()),
+                                                       root))
+
+
+def with_gpu_lane(body: str, root: Path) -> str:
+    """The status with the GPU lane's section (its report, or "never run") before the properties."""
+    from conformance.gpu import report as gpu_report
+
+    try:
+        section = gpu_report.conformance_markdown(gpu_report.load(root))
+    except gpu_report.ReportError as err:
+        raise PluginError(f"conformance page: {err}") from None
+    return body.replace("## Properties\n", f"{section}\n## Properties\n", 1)

@@ -299,4 +299,16 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         raise PluginError(f"{PAGE}: the {MARKER} marker is missing")
     config_file = getattr(config, "config_file_path", None) if config is not None else None
     root = Path(config_file).resolve().parent if config_file else Path()
-    return markdown.replace(MARKER, results_markdown(root))
+    return markdown.replace(MARKER, results_markdown(root) + "\n" + gpu_lane_markdown(root))
+
+
+def gpu_lane_markdown(root: Path) -> str:
+    """The GPU lane's kernel benchmark, from its committed report ("never run" without one)."""
+    from conformance.gpu import report as gpu_report
+
+    try:
+        return gpu_report.performance_markdown(gpu_report.load(root))
+    except gpu_report.ReportError as err:
+        log.info("performance page: %s", err)
+        return f'!!! warning "GPU lane report unreadable"\n    {_cell(err)}\n'
+
