@@ -107,18 +107,39 @@ def check_cache_write(ops, layout: str, dtype, head_size: int, block_size: int,
             "block_size": block_size, "bit_exact": True}
 
 
-def sweep(ops, seeds: int = 1) -> list[dict]:
-    """Every configuration the launcher is built for: v1, v2 and both cache writes."""
-    results = []
+def configurations(seeds: int = 1) -> list[tuple[str, dict]]:
+    """Every check of the sweep as (function name, keyword arguments): v1, v2 and both cache
+    writes at every dtype, head size and block size the launcher is built for."""
+    planned = []
     for dtype in DTYPES:
         for head_size in HEAD_SIZES:
             for block_size in BLOCK_SIZES:
                 for seed in range(seeds):
                     for version in ("v1", "v2"):
-                        results.append(check_paged_attention(
-                            ops, version, dtype, head_size, block_size, seed,
-                            use_alibi=seed % 2 == 1 or version == "v2"))
+                        planned.append(("check_paged_attention", {
+                            "version": version, "dtype": dtype, "head_size": head_size,
+                            "block_size": block_size, "seed": seed,
+                            "use_alibi": seed % 2 == 1 or version == "v2"}))
                     for layout in ("classic", "flash"):
-                        results.append(check_cache_write(ops, layout, dtype, head_size,
-                                                         block_size, seed))
+                        planned.append(("check_cache_write", {
+                            "layout": layout, "dtype": dtype, "head_size": head_size,
+                            "block_size": block_size, "seed": seed}))
+    return planned
+
+
+def sweep(ops, seeds: int = 1) -> list[dict]:
+    """Run every configuration; a failing check is recorded (``ok`` False, the error) and the
+    next one still runs."""
+    checks = {"check_paged_attention": check_paged_attention,
+              "check_cache_write": check_cache_write}
+    results = []
+    for name, kwargs in configurations(seeds):
+        try:
+            results.append({**checks[name](ops, **kwargs), "ok": True})
+        except Exception as err:  # noqa: BLE001 - a mismatch or a launch error, recorded
+            check = (f"paged_attention_{kwargs['version']}" if "version" in kwargs
+                     else f"reshape_and_cache_{kwargs['layout']}")
+            fields = {k: str(v) if k == "dtype" else v for k, v in kwargs.items()}
+            results.append({"check": check, **fields, "ok": False,
+                            "error": f"{type(err).__name__}: {str(err)[:500]}"})
     return results

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The GPU lane: conformance of vLLM's CUDA/Triton kernels vs the reference, then the decode-kernel
-# benchmark sweep (conformance/gpu/bench.py; --bench-quick for a one-minute subset, --skip-bench to leave it out).
+# The GPU lane, one prepared script: build (or load) vLLM v0.10.2's CUDA kernels, check them
+# against the reference on the GPU, run a quick decode-kernel sweep, print one summary line and
+# write conformance/gpu/reports/gpu-lane.json (the site's Conformance and Performance pages show it).
 #
-#   conformance/gpu/run.sh [--mode auto|vllm|build] [--csrc PATH] [--out reports/gpu-lane.json]
+#   bash conformance/gpu/run.sh [--mode auto|vllm|build] [--csrc PATH] [--bench-full] [--skip-bench]
+#                               [--budget-s 480] [--out PATH]
 #
-# On a machine with vLLM installed the kernels come from vllm._custom_ops; on a bare GPU machine
-# pass --csrc with an unpacked vLLM v0.10.2 csrc/ to compile them (see conformance/gpu/build.py).
-# Refuses (exit 2) without a GPU. Run from anywhere; it runs from the repository root.
+# Kernels: vllm._custom_ops when the installed vLLM has them, else our launcher compiled from the
+# pinned v0.10.2 csrc/ (--csrc, $PASTUDY_VLLM_CSRC, or unpacked from the cached sha256-verified
+# sdist), cached by content under ${PASTUDY_CACHE:-~/.cache/pagedattention-study}/gpu-build/.
+# Needs torch with CUDA, triton, nvcc and ninja. Refuses (exit 2) without a GPU. Run from anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON="${PYTHON:-python}"

@@ -1,6 +1,7 @@
-"""The GPU kernel benchmark (``conformance/gpu/bench.py``), tested without a GPU: the sweep plan,
-the floor and bandwidth arithmetic, the two targets, the table, the entry points, and one tiny
-sweep on the CPU under the Triton interpreter with a stub timer and stand-in CUDA ops.
+"""The GPU kernel benchmark, tested without a GPU: the sweep plan and the floor and bandwidth
+arithmetic (``plan.py``), the two targets and the table (``evaluate.py``), the entry points
+(``bench.py``, ``run.py``), the module split itself, and one tiny sweep (``measure.py``) on the CPU
+under the Triton interpreter with a stub timer and stand-in CUDA ops.
 
 Nothing here launches a Triton kernel in this process: the end-to-end sweep runs in a subprocess
 with ``TRITON_INTERPRET=1`` set before Triton loads, so the file works whatever the calling
@@ -18,7 +19,7 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # as the other kernel tests: before triton loads
 
-from conformance.gpu import bench, run  # noqa: E402
+from conformance.gpu import bench, evaluate, measure, plan, run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 GIB = 2**30
@@ -27,7 +28,7 @@ GIB = 2**30
 def test_full_plan_has_every_point_and_window_rows_only_past_the_window():
     """Catches: a sweep that drops a dtype/batch/context, or adds window rows whose window covers
     the whole context (they would repeat the row without a window under another name)."""
-    planned = bench.plan(**bench.FULL)
+    planned = plan.plan(**plan.FULL)
     points = [p for p, _ in planned]
     assert len(points) == 2 * 5 * 4 + 2 * 5 * 2 == 60
     assert all(reason is None for _, reason in planned)  # largest: 32 GiB <= 48 GiB
@@ -37,8 +38,8 @@ def test_full_plan_has_every_point_and_window_rows_only_past_the_window():
     windowed = [p for p in points if p.window is not None]
     assert {p.window for p in windowed} == {4096}
     assert {p.context for p in windowed} == {8192, 32768}
-    assert all(p.shape == bench.Shape(128, 16, 32, 8) for p in points)
-    quick = [p for p, _ in bench.plan(**bench.QUICK)]
+    assert all(p.shape == plan.Shape(128, 16, 32, 8) for p in points)
+    quick = [p for p, _ in plan.plan(**plan.QUICK)]
     assert len(quick) == 2 * 2 * 2 + 2 * 2
     assert {(p.batch, p.context) for p in quick} == {(1, 512), (1, 32768), (256, 512),
                                                      (256, 32768)}
@@ -47,54 +48,54 @@ def test_full_plan_has_every_point_and_window_rows_only_past_the_window():
 def test_memory_budget_skips_are_planned_and_named():
     """Catches: a point over the budget that is silently dropped (the table must say it was
     skipped) or allocated anyway, and an off-by-one at exactly the budget."""
-    planned = dict(bench.plan(("float16",), (128, 256), (32768,), (None,), max_kv_gib=16))
+    planned = dict(plan.plan(("float16",), (128, 256), (32768,), (None,), max_kv_gib=16))
     by_batch = {p.batch: (p, reason) for p, reason in planned.items()}
     p128, r128 = by_batch[128]
     p256, r256 = by_batch[256]
     assert p128.kv_cache_bytes == 16 * GIB and r128 is None
     assert p256.kv_cache_bytes == 32 * GIB
     assert r256 == "skipped: KV cache 32.0 GiB > --max-kv-gib 16"
-    rows = [bench.point_row(p, reason) for p, reason in planned.items()]
-    table = bench.format_table(rows)
+    rows = [evaluate.point_row(p, reason) for p, reason in planned.items()]
+    table = evaluate.format_table(rows)
     assert "skipped: KV cache 32.0 GiB > --max-kv-gib 16" in table
-    targets = bench.evaluate_targets(rows)
+    targets = evaluate.evaluate_targets(rows)
     assert [s["batch"] for s in targets["skipped"]] == [256]
 
 
 def test_kv_bytes_floor_and_bandwidth_arithmetic():
     """Catches: a floor that counts only keys (or only one KV head), ignores the window, uses
     the query head count, or a copy bandwidth that forgets a copy both reads and writes."""
-    p = bench.Point("float16", 32, 2048, None)
+    p = plan.Point("float16", 32, 2048, None)
     assert p.kv_read_bytes == 2 * 32 * 2048 * 8 * 128 * 2 == 256 * 2**20
     assert p.kv_cache_bytes == p.kv_read_bytes
-    w = bench.Point("bfloat16", 4, 32768, 4096)
+    w = plan.Point("bfloat16", 4, 32768, 4096)
     assert w.tokens_read == 4096
     assert w.kv_read_bytes == 2 * 4 * 4096 * 8 * 128 * 2
     assert w.kv_cache_bytes == 2 * 4 * 32768 * 8 * 128 * 2  # the whole context is allocated
-    odd = bench.Point("float16", 1, 520, None)  # a partial last block is still allocated
+    odd = plan.Point("float16", 1, 520, None)  # a partial last block is still allocated
     assert odd.kv_cache_bytes == 2 * 33 * 16 * 8 * 128 * 2 and odd.tokens_read == 520
-    assert bench.floor_us(256 * 2**20, 4e12) == pytest.approx(67.108864)
-    assert bench.pct_of_bandwidth(50.0, 62.5) == pytest.approx(80.0)
+    assert plan.floor_us(256 * 2**20, 4e12) == pytest.approx(67.108864)
+    assert plan.pct_of_bandwidth(50.0, 62.5) == pytest.approx(80.0)
     seen = []
-    bandwidth = bench.copy_bandwidth("cpu", lambda fn: (seen.append(fn()), {"us": 2.0})[1],
+    bandwidth = measure.copy_bandwidth("cpu", lambda fn: (seen.append(fn()), {"us": 2.0})[1],
                                      num_bytes=1000)
     assert len(seen) == 1 and bandwidth == pytest.approx(2 * 1000 / 2e-6)
 
 
 def _row(dtype="float16", batch=32, context=8192, window=None, times=None, agree=True,
          floor=100.0):
-    point = bench.Point(dtype, batch, context, window)
-    row = bench.point_row(point)
+    point = plan.Point(dtype, batch, context, window)
+    row = evaluate.point_row(point)
     row["floor_us"] = floor
-    for name in bench.KERNELS:
+    for name in plan.KERNELS:
         if window is not None and name != "reference_triton_varlen":
             row["kernels"][name] = {"na": "no window support"}
         elif name in (times or {}):
             us = times[name]
-            row["kernels"][name] = {"us": us, "pct_bandwidth": bench.pct_of_bandwidth(floor, us)}
+            row["kernels"][name] = {"us": us, "pct_bandwidth": plan.pct_of_bandwidth(floor, us)}
     row["agreement"] = {"ok": agree, "compared": {} if agree else {
         "vllm_cuda_v2": {"ok": False, "max_abs_diff": 0.5}}}
-    row["ref_best_over_cuda_v2"] = bench.ratio_to_cuda_v2(row)
+    row["ref_best_over_cuda_v2"] = evaluate.ratio_to_cuda_v2(row)
     return row
 
 
@@ -111,13 +112,13 @@ def test_target_a_boundary_and_disagreement():
     windowed = _row(batch=32, context=32768, window=4096,
                     times={"reference_triton_varlen": 9.0})
     assert ok["ref_best_over_cuda_v2"] == pytest.approx(1.09)
-    a = bench.evaluate_targets([ok, slow, wrong, windowed])["within_10pct_of_cuda_v2"]
+    a = evaluate.evaluate_targets([ok, slow, wrong, windowed])["within_10pct_of_cuda_v2"]
     assert (a["evaluated"], a["met"]) == (3, 1)
     assert [(m["batch"], m["reason"]) for m in a["not_met"]] == [(8, "1.11x CUDA v2"),
                                                                  (32, "outputs disagree")]
-    none = bench.evaluate_targets([ok], ops_loaded=False)["within_10pct_of_cuda_v2"]
+    none = evaluate.evaluate_targets([ok], ops_loaded=False)["within_10pct_of_cuda_v2"]
     assert none["not_evaluated"] and none["met"] == 0
-    summary = bench.format_summary(bench.evaluate_targets([ok, slow]))
+    summary = evaluate.format_summary(evaluate.evaluate_targets([ok, slow]))
     assert "1 of 2 points meet it" in summary and "batch=8 context=8192" in summary
 
 
@@ -132,7 +133,7 @@ def test_target_b_large_points_and_best_reference_kernel():
     windowed = _row(batch=256, context=32768, window=4096,
                     times={"reference_triton_varlen": 110.0})
     assert [r["large"] for r in (at_threshold, below, long_thin)] == [True, False, True]
-    b = bench.evaluate_targets([at_threshold, below, long_thin, windowed])[
+    b = evaluate.evaluate_targets([at_threshold, below, long_thin, windowed])[
         "bandwidth_80pct_at_large"]
     assert "32 x 8192" in b["definition"]
     got = [(p["batch"], p["window"], p["best_kernel"], round(p["pct_bandwidth"], 1), p["meets"])
@@ -141,22 +142,22 @@ def test_target_b_large_points_and_best_reference_kernel():
                    (8, None, "reference_triton_v2", 79.4, False),
                    (256, 4096, "reference_triton_varlen", 90.9, True)]
     assert (b["evaluated"], b["met"]) == (3, 2)
-    assert "32 x 8192" in bench.format_summary(bench.evaluate_targets([at_threshold]))
+    assert "32 x 8192" in evaluate.format_summary(evaluate.evaluate_targets([at_threshold]))
 
 
 def test_table_lists_every_point_with_na_for_cuda_under_a_window():
     """Catches: a table that drops rows (skipped or windowed ones), shows a CUDA time where the
     CUDA kernels cannot run, or hides a disagreement."""
-    times = {n: 100.0 for n in bench.KERNELS}
+    times = {n: 100.0 for n in plan.KERNELS}
     rows = [_row(times=times), _row(window=4096, context=32768,
                                     times={"reference_triton_varlen": 50.0}),
             _row(batch=8, agree=False, times=times),
-            bench.point_row(bench.Point("bfloat16", 256, 32768, None), "skipped: test")]
-    no_ops = _row(batch=1, times={n: 100.0 for n in bench.REFERENCE_KERNELS})
+            evaluate.point_row(plan.Point("bfloat16", 256, 32768, None), "skipped: test")]
+    no_ops = _row(batch=1, times={n: 100.0 for n in plan.REFERENCE_KERNELS})
     for name in ("vllm_cuda_v1", "vllm_cuda_v2"):
         no_ops["kernels"][name] = {"na": "vLLM ops not loaded"}
     rows.append(no_ops)
-    lines = bench.format_table(rows).splitlines()
+    lines = evaluate.format_table(rows).splitlines()
     assert len(lines) == 2 + len(rows)
     assert all(len(line) == len(lines[0]) for line in lines)  # aligned columns
     window_line = lines[3]
@@ -176,38 +177,64 @@ def test_cache_fill_is_the_same_data_in_both_layouts():
 
     from reference.attention.layouts import classic_key_at, classic_value_at, flash_at
 
-    shape = bench.Shape(head_size=32, block_size=16, num_heads=4, num_kv_heads=2)
+    shape = plan.Shape(head_size=32, block_size=16, num_heads=4, num_kv_heads=2)
     for dtype in ("float16", "bfloat16"):
-        point = bench.Point(dtype, 3, 40, None, shape)
-        kc, vc = bench.make_cache(point, "classic", "cpu", seed=5)
-        kf, vf = bench.make_cache(point, "flash", "cpu", seed=5)
+        point = plan.Point(dtype, 3, 40, None, shape)
+        kc, vc = measure.make_cache(point, "classic", "cpu", seed=5)
+        kf, vf = measure.make_cache(point, "flash", "cpu", seed=5)
         assert kf.shape == (9, 16, 2, 32) and kc.shape == (9, 2, 4, 16, 8)
         assert not torch.equal(kf, vf)
         assert float(kf.float().min()) >= -1 and float(kf.float().max()) < 1
         for block, offset in ((0, 0), (4, 7), (8, 15)):
             assert torch.equal(classic_key_at(kc, block, offset), flash_at(kf, block, offset))
             assert torch.equal(classic_value_at(vc, block, offset), flash_at(vf, block, offset))
-        again, _ = bench.make_cache(point, "flash", "cpu", seed=5)
+        again, _ = measure.make_cache(point, "flash", "cpu", seed=5)
         assert torch.equal(again, kf)
-        inputs = bench.make_inputs(point, "cpu", seed=5)
+        inputs = measure.make_inputs(point, "cpu", seed=5)
         assert inputs["block_tables"].shape == (3, 3)
         assert sorted(inputs["block_tables"].flatten().tolist()) == list(range(9))
         assert inputs["query_start_loc"].tolist() == [0, 1, 2, 3]
 
 
 def test_run_py_wires_the_sweep_options(monkeypatch):
-    """Catches: run.sh's benchmark step ignoring --bench-quick or the memory budget, or calling
-    a benchmark entry point that no longer exists."""
+    """Catches: run.sh's benchmark step running the full sweep by default (it must fit the
+    device budget), ignoring --bench-full or the memory budget, or calling a benchmark entry
+    point that no longer exists."""
     calls = []
     monkeypatch.setattr(bench, "run", lambda ops, **kw: calls.append((ops, kw)) or {"ok": 1})
     args = run.parse_args([])
-    assert args.bench_quick is False and args.bench_max_kv_gib == bench.DEFAULT_MAX_KV_GIB == 48
+    assert args.bench_full is False and args.bench_max_kv_gib == plan.DEFAULT_MAX_KV_GIB == 48
     assert run.benchmark("OPS", args) == {"ok": 1}
-    run.benchmark(None, run.parse_args(["--bench-quick", "--bench-max-kv-gib", "8"]))
-    assert calls == [("OPS", {"quick": False, "max_kv_gib": 48.0}),
-                     (None, {"quick": True, "max_kv_gib": 8.0})]
+    run.benchmark(None, run.parse_args(["--bench-full", "--bench-max-kv-gib", "8"]))
+    assert calls == [("OPS", {"quick": True, "max_kv_gib": 48.0}),
+                     (None, {"quick": False, "max_kv_gib": 8.0})]
+    assert len(run.sweep_points(args)) == 12
+    assert len(run.sweep_points(run.parse_args(["--bench-full", "--bench-max-kv-gib", "8"]))) < 60
     with pytest.raises(SystemExit):
         run.parse_args(["--bench-max-kv-gib", "0"])
+
+
+SPLIT_CHILD = textwrap.dedent('''
+    import sys
+    from conformance.gpu import evaluate, plan
+    assert "torch" not in sys.modules, "the planner/evaluator imported torch"
+    from conformance.gpu import bench
+    assert "conformance.gpu.run" not in sys.modules, "bench imports run (the old import cycle)"
+    assert "torch" not in sys.modules, "importing bench imported torch"
+    from conformance.gpu import ops, run
+    assert run.bench is bench and bench.load_ops is ops.load_ops is run.load_ops
+    print("ok")
+''')
+
+
+def test_planner_and_evaluator_are_pure_and_bench_run_do_not_import_each_other():
+    """Catches: the sweep planner or evaluator importing torch (they must run and be tested on
+    any machine), the bench.py <-> run.py import cycle coming back, or two copies of the ops
+    loading (run.sh and the standalone benchmark must load the same ops the same way)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", SPLIT_CHILD], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 def test_standalone_refuses_without_gpu(capsys):
@@ -221,16 +248,16 @@ def test_standalone_refuses_without_gpu(capsys):
 def test_estimated_full_sweep_fits_the_device_budget():
     """Catches: a sweep grown past the issue's five-minute budget by the benchmark's own model
     of its cost (which also prints at the start of every run)."""
-    full = [p for p, _ in bench.plan(**bench.FULL)]
-    quick = [p for p, _ in bench.plan(**bench.QUICK)]
-    assert bench.estimate_seconds(quick) < 60
-    assert bench.estimate_seconds(quick) < bench.estimate_seconds(full) < 300
+    full = [p for p, _ in plan.plan(**plan.FULL)]
+    quick = [p for p, _ in plan.plan(**plan.QUICK)]
+    assert plan.estimate_seconds(quick) < 60
+    assert plan.estimate_seconds(quick) < plan.estimate_seconds(full) < 300
 
 
 # The end-to-end sweep: run in a subprocess so that Triton loads under its interpreter here.
 E2E = textwrap.dedent('''
     import json, sys
-    from conformance.gpu import bench
+    from conformance.gpu import measure, plan
     from reference.attention import decode, oracle, varlen
 
     events = []
@@ -279,13 +306,13 @@ E2E = textwrap.dedent('''
         name = events[-1].split(":")[0] if len(events) > before else "copy"
         return {"us": TIMES.get(name, 10.0), "reps_us": [1.0], "calls_per_rep": 1}
 
-    shape = bench.Shape(head_size=32, block_size=16, num_heads=4, num_kv_heads=2)
-    good = bench.sweep(bench.plan(("float16",), (2,), (32, 64), (None, 32), shape=shape),
+    shape = plan.Shape(head_size=32, block_size=16, num_heads=4, num_kv_heads=2)
+    good = measure.sweep(plan.plan(("float16",), (2,), (32, 64), (None, 32), shape=shape),
                        FakeOps(), device="cpu", timer=stub_timer, copy_bytes=4096,
                        ops_source="fake ops", log=lambda line: events.append("log"))
     good_events = list(events)
     events.clear()
-    bad = bench.sweep(bench.plan(("bfloat16",), (2,), (32,), (None,), shape=shape),
+    bad = measure.sweep(plan.plan(("bfloat16",), (2,), (32,), (None,), shape=shape),
                       FakeOps(broken_v2=True), device="cpu", timer=stub_timer, bandwidth=1e9,
                       log=lambda line: None)
     json.dump({"good": good, "events": good_events, "bad": bad}, sys.stdout)
@@ -322,7 +349,7 @@ def test_tiny_sweep_checks_before_timing_and_returns_the_documented_result(e2e):
     assert e2e["events"][3:] == classic + classic + windowed + ["log"] * 3
 
     first, _, window_row = good["points"]
-    assert list(first["kernels"]) == list(bench.KERNELS)
+    assert list(first["kernels"]) == list(plan.KERNELS)
     assert first["agreement"]["ok"] and first["agreement"]["baseline"] == "reference_triton_v1"
     assert set(first["agreement"]["compared"]) == {"reference_triton_v2", "vllm_cuda_v1",
                                                    "vllm_cuda_v2", "reference_triton_varlen"}
@@ -331,12 +358,12 @@ def test_tiny_sweep_checks_before_timing_and_returns_the_documented_result(e2e):
     v2 = first["kernels"]["reference_triton_v2"]
     assert v2["us"] == 10.5 and v2["pct_bandwidth"] == pytest.approx(100 * first["floor_us"] / 10.5)
     assert first["ref_best_over_cuda_v2"] == pytest.approx(1.05)
-    assert window_row["agreement"]["baseline"] == bench.WINDOW_BASELINE
+    assert window_row["agreement"]["baseline"] == plan.WINDOW_BASELINE
     assert set(window_row["agreement"]["compared"]) == {"reference_triton_varlen"}
     assert window_row["agreement"]["ok"]
     assert window_row["kv_read_bytes"] == window_row["kv_cache_bytes"] // 2
     assert all(window_row["kernels"][n] == {"na": "no window support"}
-               for n in bench.CLASSIC_KERNELS)
+               for n in plan.CLASSIC_KERNELS)
     targets = good["targets"]
     assert targets["within_10pct_of_cuda_v2"]["met"] == 2
     assert targets["disagreements"] == [] and targets["skipped"] == []

@@ -12,43 +12,33 @@ from pathlib import Path
 
 import pytest
 
-from conformance.gpu import build, run
+from conformance.gpu import build, csrc, evaluate, plan, run
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def csrc_dir(scratch: Path) -> Path | None:
-    """vLLM v0.10.2's csrc/: $PASTUDY_VLLM_CSRC, else unpacked from the pinned, sha256-verified
-    sdist that ``annotations.upstream`` fetches and caches (None only when it cannot be had)."""
-    given = os.environ.get("PASTUDY_VLLM_CSRC", "")
-    if given and Path(given, "attention", "attention_kernels.cuh").is_file():
-        return Path(given)
-    import tarfile
-
-    from annotations.upstream import UpstreamError, sdist_path
+def csrc_dir() -> Path:
+    """vLLM v0.10.2's csrc/: $PASTUDY_VLLM_CSRC, else unpacked (once, into the project's cache)
+    from the pinned, sha256-verified sdist that ``annotations.upstream`` fetches and caches."""
+    from annotations.upstream import UpstreamError
 
     try:
-        archive = sdist_path("0.10.2")
+        return csrc.pinned_csrc()
     except (UpstreamError, OSError) as err:
         pytest.skip(f"the pinned vLLM 0.10.2 sdist cannot be fetched here: {err}")
-    prefix = "vllm-0.10.2/csrc/"
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        for m in members:
-            m.name = m.name[len("vllm-0.10.2/"):]
-        tar.extractall(scratch, members=members, filter="data")
-    return scratch / "csrc"
 
 
-def test_parse_args_defaults_and_build_needs_csrc():
-    """Catches: a default that writes the report somewhere unexpected, or build mode that starts
-    compiling without knowing where vLLM's sources are."""
+def test_parse_args_defaults():
+    """Catches: a default that writes the report somewhere the site does not read, runs the full
+    sweep (over the device budget), or accepts a meaningless budget."""
     args = run.parse_args([])
-    assert args.mode == "auto" and args.out == Path("reports/gpu-lane.json")
-    assert not args.skip_bench and args.seeds == 1
-    with pytest.raises(SystemExit) as exc:
-        run.parse_args(["--mode", "build"])
-    assert exc.value.code == 2
+    assert args.mode == "auto" and args.out == Path("conformance/gpu/reports/gpu-lane.json")
+    assert not args.skip_bench and not args.bench_full and args.seeds == 1
+    assert args.budget_s == 480 and args.csrc is None
+    for bad in (["--budget-s", "0"], ["--seeds", "0"], ["--mode", "cpu"]):
+        with pytest.raises(SystemExit) as exc:
+            run.parse_args(bad)
+        assert exc.value.code == 2
 
 
 def test_refuses_clearly_without_gpu(tmp_path, capsys):
@@ -64,10 +54,23 @@ def fake_steps(fail_conformance=False):
     def conformance(ops, args):
         if fail_conformance:
             raise AssertionError("paged_attention_v2 differs")
-        return [{"check": "paged_attention_v1", "ops": ops}]
-    return {"load_ops": lambda args: ("OPS", "fake ops"), "conformance": conformance,
+        return [{"check": "paged_attention_v1", "ops": ops, "ok": True}]
+    return {"load_ops": lambda args: {"ops": "OPS", "source": "fake ops", "build": None},
+            "conformance": conformance,
             "triton_unified": lambda args: [{"check": "unified_attention", "skipped": "x"}],
-            "benchmark": lambda ops, args: {"kernels": {"vllm_cuda_v1": {"ms": 1.0}}}}
+            "benchmark": lambda ops, args: fake_sweep_result()}
+
+
+def fake_sweep_result():
+    """A sweep result as ``measure.sweep`` returns it, for two points (one skipped)."""
+    rows = [evaluate.point_row(plan.Point("float16", 32, 8192, None)),
+            evaluate.point_row(plan.Point("float16", 256, 32768, None), "skipped: test")]
+    rows[0].update(floor_us=100.0, agreement={"ok": True, "compared": {}}, kernels={
+        name: {"us": 110.0, "pct_bandwidth": 90.9} for name in plan.KERNELS})
+    rows[0]["ref_best_over_cuda_v2"] = evaluate.ratio_to_cuda_v2(rows[0])
+    targets = evaluate.evaluate_targets(rows)
+    return {"points": rows, "targets": targets, "table": evaluate.format_table(rows),
+            "summary": evaluate.format_summary(targets), "device": "fake"}
 
 
 def test_report_written_with_mocked_gpu_steps(tmp_path):
@@ -77,20 +80,60 @@ def test_report_written_with_mocked_gpu_steps(tmp_path):
     report = json.loads(out.read_text())
     assert report["passed"] is True
     assert set(report["steps"]) == {"load_ops", "conformance", "triton_unified", "benchmark"}
-    assert report["steps"]["load_ops"]["result"] == "fake ops"
+    assert report["steps"]["load_ops"]["result"] == {"source": "fake ops", "build": None}
     assert report["steps"]["conformance"]["result"][0]["ops"] == "OPS"
 
     assert run.main(["--out", str(out), "--skip-bench"], steps=fake_steps(True),
                     has_gpu=lambda: True) == 1
     report = json.loads(out.read_text())
-    assert report["passed"] is False and "benchmark" not in report["steps"]
+    assert report["passed"] is False and report["steps"]["benchmark"] == {
+        "ok": True, "skipped": "--skip-bench"}
     assert "paged_attention_v2 differs" in report["steps"]["conformance"]["error"]
+
+
+def test_summary_line_says_what_each_step_did(tmp_path, capsys):
+    """Catches: a summary line that hides a failed check, a skipped step or where the ops came
+    from, or that differs from the report's own summary."""
+    out = tmp_path / "report.json"
+    steps = fake_steps()
+    steps["conformance"] = lambda ops, args: [
+        {"check": "paged_attention_v1", "ok": True},
+        {"check": "paged_attention_v2", "ok": False, "error": "AssertionError: differs"}]
+    steps["load_ops"] = lambda args: {"ops": "OPS", "source": "launcher", "build": {
+        "key": "k", "folder": "f", "cached": False, "compile_seconds": 84.4}}
+    assert run.main(["--out", str(out)], steps=steps, has_gpu=lambda: True) == 1
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    report = json.loads(out.read_text())
+    assert line == f"{report['summary']}; report {out}"
+    assert line.startswith("GPU lane FAILED on ")
+    assert "launcher compiled in 84 s" in line and "CUDA conformance 1/2 passed" in line
+    assert "Triton unified skipped (x)" in line
+    assert "sweep 1 of 2 points run, 0 disagreements, target (a) 1/1, target (b) 1/1" in line
+    assert report["steps"]["conformance"]["ok"] is False
+
+
+def test_benchmark_skipped_when_its_estimate_exceeds_the_budget_left(tmp_path):
+    """Catches: a run that starts the sweep although it cannot finish within the device time
+    (the machine would be taken away mid-run and no report written), or that skips it silently."""
+    now = [0.0]
+    steps = fake_steps()
+    checks = steps["conformance"]
+    steps["conformance"] = lambda ops, args: (now.__setitem__(0, 475.0), checks(ops, args))[1]
+    args = run.parse_args(["--out", str(tmp_path / "r.json")])
+    report = run.collect(args, steps, clock=lambda: now[0])
+    bench_step = report["steps"]["benchmark"]
+    assert bench_step["ok"] and bench_step["skipped"].startswith("not started: its estimate")
+    assert "exceeds the 5 s left of --budget-s 480" in bench_step["skipped"]
+    assert "benchmark skipped (not started" in report["summary"]
+    now[0] = 0.0
+    report = run.collect(args, fake_steps(), clock=lambda: now[0])
+    assert "result" in report["steps"]["benchmark"]
 
 
 def test_check_csrc_names_what_is_missing(tmp_path):
     """Catches: starting a long build from a directory that is not vLLM's csrc/."""
     with pytest.raises(ValueError, match="cache_kernels.cu"):
-        build.check_csrc(tmp_path)
+        csrc.check_csrc(tmp_path)
 
 
 def test_run_sh_forwards_arguments():
@@ -112,17 +155,47 @@ ABSENT_OK = ["cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h", "cusolve
 def test_launcher_preprocesses_against_vllm_and_torch_headers(tmp_path):
     """Catches: a launcher that includes the wrong vLLM paths or names kernels/macros that do not
     exist in the pinned v0.10.2 sources: nvcc -E must resolve every include."""
-    csrc = csrc_dir(tmp_path / "src")
+    source = csrc_dir()
+    import torch
     from torch.utils.cpp_extension import include_paths
     stubs = tmp_path / "stubs"
     for name in ABSENT_OK:
         (stubs / name).parent.mkdir(parents=True, exist_ok=True)
         (stubs / name).touch()
-    cmd = ["nvcc", "-E", "-x", "cu", "-std=c++17", "-DTORCH_EXTENSION_NAME=pastudy_kernels",
-           f"-I{csrc}", *[f"-I{p}" for p in include_paths()],
+    std = build.cxx_standard(torch.__version__)
+    cmd = ["nvcc", "-E", "-x", "cu", f"-std={std}", "-DTORCH_EXTENSION_NAME=pastudy_kernels",
+           f"-I{source}", *[f"-I{p}" for p in include_paths()],
            f"-I{sysconfig.get_paths()['include']}", f"-I{stubs}",
            str(build.LAUNCHER), "-o", str(tmp_path / "launcher.ii")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / "launcher.ii").read_text(errors="replace")
     assert "paged_attention_v2_reduce_kernel" in text and "reshape_and_cache_flash" in text
+
+
+def test_cuda_conformance_records_every_check_and_goes_on_after_a_failure(monkeypatch):
+    """Catches: one mismatching kernel ending the conformance step (the checks after it would
+    never run, and the report would show one error instead of which configurations fail), or a
+    sweep that leaves out a dtype, head size, block size or op the launcher is built for."""
+    from conformance.gpu import cuda_checks as cc
+
+    def paged(ops, version, dtype, head_size, block_size, seed, use_alibi):
+        if version == "v2" and head_size == 64:
+            raise AssertionError("vLLM CUDA paged_attention_v2 differs")
+        return {"check": f"paged_attention_{version}", "dtype": str(dtype)}
+
+    def cache(ops, layout, dtype, head_size, block_size, seed):
+        return {"check": f"reshape_and_cache_{layout}", "dtype": str(dtype)}
+
+    monkeypatch.setattr(cc, "check_paged_attention", paged)
+    monkeypatch.setattr(cc, "check_cache_write", cache)
+    results = cc.sweep("OPS")
+    assert len(results) == len(cc.configurations()) == 3 * 2 * 2 * 4 == 48
+    failed = [r for r in results if not r["ok"]]
+    assert len(failed) == 3 * 2 and all(r["check"] == "paged_attention_v2" for r in failed)
+    assert failed[0]["error"] == "AssertionError: vLLM CUDA paged_attention_v2 differs"
+    assert failed[0]["head_size"] == 64 and failed[0]["dtype"] == "torch.float16"
+    assert {r["check"] for r in results} == {"paged_attention_v1", "paged_attention_v2",
+                                             "reshape_and_cache_classic",
+                                             "reshape_and_cache_flash"}
+    assert len(cc.configurations(seeds=2)) == 96
