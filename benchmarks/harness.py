@@ -32,8 +32,9 @@ import io
 import pstats
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 CLOCK = time.thread_time
@@ -64,13 +65,14 @@ class Run:
     side: Any
     trace: Any
     state: Any
-    seconds: dict[int, float] = field(default_factory=dict)  # op kind -> CPU seconds in calls
-    calls: dict[int, int] = field(default_factory=dict)  # op kind -> timed calls
+    key: Callable[[tuple], Any] = itemgetter(0)  # an op's kind: its op code unless told otherwise
+    seconds: dict[Any, float] = field(default_factory=dict)  # op kind -> CPU seconds in calls
+    calls: dict[Any, int] = field(default_factory=dict)  # op kind -> timed calls
 
 
 def replay(run: Run, ops: Sequence[tuple], offset: int = 0) -> None:
     """Replay ``ops`` on ``run``'s side; the clock is read around each op's manager calls alone."""
-    side, state, seconds, calls = run.side, run.state, run.seconds, run.calls
+    side, state, seconds, calls, key = run.side, run.state, run.seconds, run.calls, run.key
     call_of, check = side.call, side.check
     clock = CLOCK
     position = 0
@@ -82,7 +84,7 @@ def replay(run: Run, ops: Sequence[tuple], offset: int = 0) -> None:
             began = clock()
             answer = call()
             spent = clock() - began
-            kind = op[0]
+            kind = key(op)
             seconds[kind] = seconds.get(kind, 0.0) + spent
             calls[kind] = calls.get(kind, 0) + 1
             check(state, op, answer)
@@ -95,8 +97,8 @@ class Replayed:
     """What one replay of one side gives: CPU seconds per op kind (clock cost removed), wall
     seconds of the whole replay, and the final books."""
 
-    seconds: dict[int, float]
-    calls: dict[int, int]
+    seconds: dict[Any, float]
+    calls: dict[Any, int]
     wall: float
     books: dict
 
@@ -105,9 +107,11 @@ class Replayed:
         return sum(self.seconds.values())
 
 
-def interleaved_replay(pairs: Sequence[tuple[Any, Any]], first: int = 0) -> list[Replayed]:
-    """One replay per (side, trace) pair, interleaved slice by slice with the leading side rotating."""
-    runs = [Run(side, trace, side.prepare(trace)) for side, trace in pairs]
+def interleaved_replay(pairs: Sequence[tuple[Any, Any]], first: int = 0,
+                       key: Callable[[tuple], Any] = itemgetter(0)) -> list[Replayed]:
+    """One replay per (side, trace) pair, interleaved slice by slice with the leading side rotating;
+    time is kept per ``key(op)`` (default: the op code)."""
+    runs = [Run(side, trace, side.prepare(trace), key) for side, trace in pairs]
     overhead = clock_pair_cost()
     wall = [0.0] * len(runs)
     longest = max(len(trace.ops) for _, trace in pairs)
@@ -174,13 +178,14 @@ class TraceResult:
         return [self.num_ops / s for s in self.seconds[label]]
 
 
-def measure(pairs: Sequence[tuple[Any, Any]], repeats: int, op_names: Mapping[int, str] | None = None,
-            num_ops: int | None = None) -> TraceResult:
+def measure(pairs: Sequence[tuple[Any, Any]], repeats: int, op_names: Mapping[Any, str] | None = None,
+            num_ops: int | None = None, key: Callable[[tuple], Any] = itemgetter(0)) -> TraceResult:
     """Replay every (side, trace) pair ``repeats`` times, interleaved, from fresh managers each time.
 
     Normally every pair holds the same trace; the pairs are explicit so that a test can hand one
     side a different trace and see the books comparison catch it. ``num_ops`` (default: the
-    trace's op count) is what the throughput figures count.
+    trace's op count) is what the throughput figures count. Time is kept per ``key(op)``, named
+    by ``op_names`` (default key: the op code).
     """
     first_trace = pairs[0][1]
     names = dict(op_names or {})
@@ -192,7 +197,7 @@ def measure(pairs: Sequence[tuple[Any, Any]], repeats: int, op_names: Mapping[in
     result.op_seconds = {label: {} for label in labels}
     for repeat in range(repeats):
         try:
-            replays = interleaved_replay(pairs, first=repeat)
+            replays = interleaved_replay(pairs, first=repeat, key=key)
         except Diverged as err:
             result.problems.append(str(err))
             return result

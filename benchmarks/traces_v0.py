@@ -28,7 +28,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from benchmarks.traces import VOCAB, make_workload
+from benchmarks.traces import VOCAB, Workload, make_workload
 from reference.blocks.v0 import AllocStatus, BlockSpaceManager, SeqView
 
 # Op codes: the first element of every op tuple; the comment gives the rest of the tuple.
@@ -131,9 +131,9 @@ class _Group:
 class _Recorder:
     """Serves a workload V0-style against the reference manager, writing down every call."""
 
-    def __init__(self, name: str, n: int, seed: int) -> None:
-        self.w = make_workload(name, n, seed)
-        self.s = V0_SETTINGS[name]
+    def __init__(self, name: str, workload: Workload, settings: V0Settings, seed: int) -> None:
+        self.w = workload
+        self.s = settings
         self.trace_config = V0Trace(name, self.w.prompts, (), self.w.num_blocks,
                                     int(self.w.num_blocks * self.s.cpu_blocks_ratio), self.w.block_size,
                                     self.s.enable_caching, 0)
@@ -309,4 +309,9 @@ def make_v0_trace(name: str, n: int, seed: int = 0) -> V0Trace:
     """Generate the named workload with ``n`` requests and record it V0-style on the reference."""
     if name not in V0_SETTINGS:
         raise ValueError(f"unknown trace {name!r}; choose from {sorted(V0_SETTINGS)}")
-    return _Recorder(name, n, seed).run()
+    return record_v0_trace(name, make_workload(name, n, seed), V0_SETTINGS[name], seed)
+
+
+def record_v0_trace(name: str, workload: Workload, settings: V0Settings, seed: int = 0) -> V0Trace:
+    """Serve ``workload`` V0-style on the reference with ``settings`` and record the calls."""
+    return _Recorder(name, workload, settings, seed).run()

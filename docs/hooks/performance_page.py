@@ -7,6 +7,11 @@ per benchmark and vLLM release, listed in :data:`BENCHES`), so the page shows ex
 measured and nothing typed by hand. Every figure is printed from the file as it stands (ratios
 included: none is recomputed here).
 
+The long-context scaling benchmark (``python -m benchmarks.scaling --json ...``, files listed in
+:data:`SCALING`) gets its own sections: a table of microseconds per call on each side and their
+ratio at every context length, the peak memory per pool block, and a plot per operation of time
+per call against context length for both sides (inline SVG drawn here from the file's figures).
+
 A results file that is missing, or that cannot be read as a benchmark report, does not break the
 build: its section says "not measured yet" and gives the command that writes it. Importing this
 module reads nothing.
@@ -299,7 +304,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         raise PluginError(f"{PAGE}: the {MARKER} marker is missing")
     config_file = getattr(config, "config_file_path", None) if config is not None else None
     root = Path(config_file).resolve().parent if config_file else Path()
-    return markdown.replace(MARKER, results_markdown(root) + "\n" + gpu_lane_markdown(root))
+    return markdown.replace(MARKER, results_markdown(root) + "\n" + scaling_markdown(root) + "\n"
+                            + gpu_lane_markdown(root))
 
 
 def gpu_lane_markdown(root: Path) -> str:
@@ -312,3 +318,259 @@ def gpu_lane_markdown(root: Path) -> str:
         log.info("performance page: %s", err)
         return f'!!! warning "GPU lane report unreadable"\n    {_cell(err)}\n'
 
+
+
+# -- the long-context scaling benchmark -----------------------------------------------------------
+@dataclass(frozen=True)
+class ScalingBench:
+    """One committed scaling results file and the vLLM release it was measured against."""
+
+    file: str
+    title: str
+    vllm: str
+
+    @property
+    def path(self) -> PurePosixPath:
+        return RESULTS_DIR / self.file
+
+    @property
+    def command(self) -> str:
+        return (f"E=$(scripts/ensure-env requirements/vllm-{self.vllm}.txt)\n"
+                f'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $E/bin/python -m benchmarks.scaling --json {self.path}')
+
+
+SCALING = (
+    ScalingBench("scaling-vllm-0.33.0.json", "Long contexts, V1: reference vs vLLM 0.33.0 `KVCacheManager`",
+                 "0.33.0"),
+    ScalingBench("scaling-vllm-0.10.2.json",
+                 "Long contexts, V0: reference vs vLLM 0.10.2 `SelfAttnBlockSpaceManager`", "0.10.2"),
+)
+
+
+@dataclass(frozen=True)
+class ScalingOp:
+    calls: int
+    us: dict[str, float]  # side label -> microseconds per call
+    ratio: float | None  # vLLM time / reference time
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    context: int
+    ops: dict[str, ScalingOp]
+    bytes_per_block: dict[str, float]
+    problems: list[str]
+
+
+@dataclass(frozen=True)
+class Scaling:
+    source: str
+    found: str
+    generation: str
+    sides: list[str]
+    pool_blocks: int
+    seqs: int
+    decode: int
+    chunk: int
+    repeats: int
+    python: str
+    points: list[ScalingPoint]
+    not_met: list[str]
+
+
+def _scaling_point(raw: object, sides: list[str], where: str) -> ScalingPoint:
+    if not isinstance(raw, dict):
+        raise ResultsError(f"{where} is not an object")
+    context = _integer(raw.get("context"), f"{where}.context")
+    where = f"context {context}"
+    ops_raw = raw.get("ops")
+    if not isinstance(ops_raw, dict) or not ops_raw:
+        raise ResultsError(f"{where}.ops is not a non-empty object")
+    ops = {}
+    for name, value in ops_raw.items():
+        if not isinstance(value, dict):
+            raise ResultsError(f"{where}.ops.{name} is not an object")
+        us = {label: _number(value[f"{label}_us"], f"{where}.ops.{name}.{label}_us")
+              for label in sides if value.get(f"{label}_us") is not None}
+        ratio = value.get("ratio_vllm_over_reference")
+        ops[_text(name, f"{where}.ops key")] = ScalingOp(
+            _integer(value.get("calls"), f"{where}.ops.{name}.calls"), us,
+            None if ratio is None else _number(ratio, f"{where}.ops.{name}.ratio_vllm_over_reference"))
+    memory = raw.get("peak_bytes_per_block", {})
+    if not isinstance(memory, dict):
+        raise ResultsError(f"{where}.peak_bytes_per_block is not an object")
+    problems = raw.get("problems", [])
+    if not isinstance(problems, list):
+        raise ResultsError(f"{where}.problems is not a list")
+    return ScalingPoint(context, ops, {k: _number(v, f"{where}.peak_bytes_per_block.{k}") for k, v in memory.items()},
+                        [_text(p, f"{where}.problems entry") for p in problems])
+
+
+def read_scaling(path: Path) -> Scaling:
+    """Parse one scaling results file; raise :class:`ResultsError` naming the file and the defect."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ResultsError(f"{path.name}: not readable JSON: {err}") from None
+    try:
+        if not isinstance(raw, dict):
+            raise ResultsError("the top level is not an object")
+        sides = raw.get("sides")
+        if not isinstance(sides, list) or not sides or not all(isinstance(s, str) for s in sides):
+            raise ResultsError(f"'sides' is {sides!r}, not a non-empty list of side labels")
+        contexts = raw.get("contexts")
+        if not isinstance(contexts, list) or not contexts:
+            raise ResultsError("it lists no contexts")
+        not_met = raw.get("targets_not_met", [])
+        if not isinstance(not_met, list):
+            raise ResultsError("'targets_not_met' is not a list")
+        return Scaling(
+            source=path.name, found=_text(raw.get("found"), "'found'"),
+            generation=_text(raw.get("generation"), "'generation'"), sides=list(sides),
+            pool_blocks=_integer(raw.get("pool_blocks"), "'pool_blocks'"), seqs=_integer(raw.get("seqs"), "'seqs'"),
+            decode=_integer(raw.get("decode"), "'decode'"), chunk=_integer(raw.get("chunk"), "'chunk'"),
+            repeats=_integer(raw.get("repeats"), "'repeats'"), python=_text(raw.get("python"), "'python'"),
+            points=[_scaling_point(c, list(sides), f"contexts[{i}]") for i, c in enumerate(contexts)],
+            not_met=[_text(m, "'targets_not_met' entry") for m in not_met],
+        )
+    except ResultsError as err:
+        raise ResultsError(f"{path.name}: not a scaling report: {err}") from None
+
+
+def _tokens(n: int) -> str:
+    return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
+
+
+def scaling_table(results: Scaling) -> str:
+    """One row per operation and context: calls, microseconds per call on each side, the ratio."""
+    paired = len(results.sides) == 2
+    head = ["operation", "context", "calls"] + [f"{_side(s)} µs/call" for s in results.sides]
+    align = ["---", "---:", "---:"] + ["---:"] * len(results.sides)
+    if paired:
+        head.append(f"{_side(results.sides[1])} time / {_side(results.sides[0])} time")
+        align.append("---:")
+    rows = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    names = sorted({name for p in results.points for name in p.ops})
+    for name in names:
+        for p in results.points:
+            op = p.ops.get(name)
+            if op is None:
+                continue
+            cells = [f"`{_cell(name)}`", _tokens(p.context), f"{op.calls:,}"]
+            cells += [f"{op.us[s]:,.1f}" if s in op.us else "—" for s in results.sides]
+            if paired:
+                cells.append("—" if op.ratio is None else (f"**{op.ratio:.2f}**" if op.ratio < 1 else f"{op.ratio:.2f}"))
+            rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def memory_table(results: Scaling) -> str:
+    head = ["context"] + [f"{_side(s)} bytes per pool block" for s in results.sides]
+    rows = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---:"] * len(head)) + " |"]
+    for p in results.points:
+        rows.append("| " + " | ".join([_tokens(p.context)] + [
+            f"{p.bytes_per_block[s]:,.0f}" if s in p.bytes_per_block else "—" for s in results.sides]) + " |")
+    return "\n".join(rows)
+
+
+SIDE_STYLES = {"reference": ("#1f77b4", ""), "vllm": ("#d62728", "6 4")}
+PLOT_W, PLOT_H, MARGIN_L, MARGIN_R, MARGIN_T, MARGIN_B = 300, 200, 52, 12, 24, 34
+
+
+def scaling_plot(name: str, results: Scaling) -> str:
+    """An inline SVG: microseconds per call against context length (both log scales), one line per side."""
+    series = {s: [(p.context, p.ops[name].us[s]) for p in results.points if name in p.ops and s in p.ops[name].us]
+              for s in results.sides}
+    values = [v for points in series.values() for _, v in points if v > 0]
+    contexts = sorted({c for points in series.values() for c, _ in points})
+    if not values or not contexts:
+        return ""
+    lo_y, hi_y = math.log10(min(values)), math.log10(max(values))
+    if hi_y - lo_y < 0.5:
+        lo_y, hi_y = lo_y - 0.25, hi_y + 0.25
+    lo_x, hi_x = math.log2(contexts[0]), math.log2(contexts[-1])
+    if hi_x == lo_x:
+        lo_x, hi_x = lo_x - 1, hi_x + 1
+    inner_w, inner_h = PLOT_W - MARGIN_L - MARGIN_R, PLOT_H - MARGIN_T - MARGIN_B
+
+    def xy(c: float, v: float) -> tuple[float, float]:
+        x = MARGIN_L + (math.log2(c) - lo_x) / (hi_x - lo_x) * inner_w
+        y = MARGIN_T + (1 - (math.log10(v) - lo_y) / (hi_y - lo_y)) * inner_h
+        return round(x, 1), round(y, 1)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{PLOT_W}" height="{PLOT_H}" '
+             f'viewBox="0 0 {PLOT_W} {PLOT_H}" role="img" aria-label="{_cell(name)}: microseconds per call '
+             f'against context length" style="font: 10px sans-serif">',
+             f'<text x="{MARGIN_L}" y="14" font-weight="bold">{_cell(name)}</text>',
+             f'<rect x="{MARGIN_L}" y="{MARGIN_T}" width="{inner_w}" height="{inner_h}" fill="none" stroke="#999"/>']
+    for c in contexts:
+        x, _ = xy(c, 10 ** lo_y)
+        parts.append(f'<text x="{x}" y="{PLOT_H - MARGIN_B + 13}" text-anchor="middle">{_tokens(c)}</text>')
+    for exponent in range(math.floor(lo_y), math.ceil(hi_y) + 1):
+        if lo_y <= exponent <= hi_y:
+            _, y = xy(contexts[0], 10 ** exponent)
+            parts.append(f'<line x1="{MARGIN_L}" x2="{MARGIN_L + inner_w}" y1="{y}" y2="{y}" stroke="#ddd"/>')
+            parts.append(f'<text x="{MARGIN_L - 4}" y="{y + 3}" text-anchor="end">{10 ** exponent:g}</text>')
+    parts.append(f'<text x="{MARGIN_L + inner_w / 2}" y="{PLOT_H - 4}" text-anchor="middle">context (tokens)</text>')
+    parts.append(f'<text x="10" y="{MARGIN_T + inner_h / 2}" transform="rotate(-90 10 {MARGIN_T + inner_h / 2})" '
+                 f'text-anchor="middle">µs per call</text>')
+    for index, (side, points) in enumerate(series.items()):
+        colour, dash = SIDE_STYLES.get(side, ("#555", "2 2"))
+        coords = [xy(c, v) for c, v in points if v > 0]
+        if not coords:
+            continue
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dashed} points="'
+                     + " ".join(f"{x},{y}" for x, y in coords) + '"/>')
+        parts += [f'<circle cx="{x}" cy="{y}" r="3" fill="{colour}"/>' for x, y in coords]
+        parts.append(f'<text x="{PLOT_W - MARGIN_R - 4}" y="{MARGIN_T + 12 + 12 * index}" text-anchor="end" '
+                     f'fill="{colour}">{_cell(_side(side))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def scaling_section(bench: ScalingBench, root: Path) -> str:
+    out = [f"### {bench.title}\n"]
+    path = root / bench.path
+    if not path.is_file():
+        log.info("performance page: %s is missing; the page says 'not measured yet'", bench.path)
+        out.append(not_measured(bench, f"there is no results file `{bench.path}`"))  # type: ignore[arg-type]
+        return "\n".join(out)
+    try:
+        results = read_scaling(path)
+    except ResultsError as err:
+        log.info("performance page: %s", err)
+        out.append(not_measured(bench, f"`{bench.path}` cannot be read ({_cell(err)})"))  # type: ignore[arg-type]
+        return "\n".join(out)
+    if not re.search(rf"vLLM {re.escape(bench.vllm)}(?![0-9])", results.found) or len(results.sides) < 2:
+        out.append(f'!!! warning "Not a comparison with vLLM {bench.vllm}"\n'
+                   + _indent(f"This file records: *{_cell(results.found)}*. Rerun it in the vLLM {bench.vllm} "
+                             f"environment:\n\n```bash\n{bench.command}\n```") + "\n")
+    out.append(f"*{_cell(results.found)}. {results.generation.upper()} managers; {results.seqs} requests of each "
+               f"context length, prefilled {results.chunk:,} tokens a step, then {results.decode} decode steps "
+               f"each, then freed; a pool of {results.pool_blocks:,} blocks; median of {results.repeats} repeats; "
+               f"Python {_cell(results.python)}; from `{bench.path}`.*\n")
+    names = sorted({name for p in results.points for name in p.ops})
+    plots = [scaling_plot(name, results) for name in names]
+    out.append('<div class="scaling-plots" style="display: flex; flex-wrap: wrap; gap: 8px">'
+               + "".join(plots) + "</div>\n")
+    out.append(scaling_table(results) + "\n")
+    out.append(memory_table(results) + "\n")
+    broken = [p for p in results.points if p.problems]
+    if broken:
+        lines = "\n".join(f"- {_tokens(p.context)}: {_cell('; '.join(p.problems))}" for p in broken)
+        out.append('!!! failure "Replays disagreed"\n' + _indent(lines) + "\n")
+    if results.not_met:
+        out.append('!!! note "Targets not met in this run"\n' + _indent(
+            "Every operation at least 1.0x vLLM's speed at every size, and no ratio falling as the size grows "
+            "(a fall of more than 10% from one size to the next counts):\n\n"
+            + "\n".join(f"- {_cell(m)}" for m in results.not_met)) + "\n")
+    elif len(results.sides) == 2:
+        out.append("Targets met in this run: every operation at least 1.0x vLLM's speed at every size, "
+                   "no ratio falling by more than 10% from one size to the next.\n")
+    return "\n".join(out)
+
+
+def scaling_markdown(root: Path, benches: tuple[ScalingBench, ...] = SCALING) -> str:
+    """Every scaling section, in :data:`SCALING` order."""
+    return "\n".join(scaling_section(bench, root) for bench in benches)

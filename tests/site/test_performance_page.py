@@ -14,7 +14,9 @@ import pytest
 from mkdocs.exceptions import PluginError
 
 from docs.hooks import performance_page as perf
-from docs.hooks.performance_page import BENCHES, ResultsError, read_results, results_markdown
+from docs.hooks.performance_page import (
+    BENCHES, SCALING, ResultsError, read_results, read_scaling, results_markdown, scaling_markdown,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 V1_033, V1_0102, V0_0102 = BENCHES
@@ -92,9 +94,9 @@ def test_printed_figures_are_the_files_figures(tmp_path):
 def test_the_benchmarks_own_json_writers_render_as_they_computed(tmp_path):
     """Catches: the page's reader and the benchmarks' JSON writers drifting apart (a renamed key,
     V0's ``num_calls``), which would blank a table or show figures the benchmark never printed."""
-    from benchmarks import block_manager as v1, block_manager_v0 as v0
+    from benchmarks import block_manager as v1, block_manager_v0 as v0, harness
 
-    result = v1.TraceResult("decode_heavy", 5000, {"schedule": 3000, "append": 2000},
+    result = harness.TraceResult("decode_heavy", 5000, {"schedule": 3000, "append": 2000},
                             seconds={"reference": [0.5, 0.4, 0.45], "vllm": [0.6, 0.55, 0.5]},
                             wall_seconds={"reference": [1.0] * 3, "vllm": [1.0] * 3})
     args = SimpleNamespace(repeats=3, requests=99, seed=5)
@@ -105,12 +107,12 @@ def test_the_benchmarks_own_json_writers_render_as_they_computed(tmp_path):
     result.counts = {"allocate": 10, "step": 77}
     write(tmp_path, V0_0102, v0._json_report([result], ["reference", "vllm"], v0_found, args))
     md = results_markdown(tmp_path)
-    expected_ratio = v1.spread(v1.ratios(result, "reference", "vllm"))
+    expected_ratio = harness.spread(harness.ratios(result, "reference", "vllm"))
     for bench in (V1_0102, V0_0102):
         (row,) = rows(section(md, bench))
         assert row[:2] == ["`decode_heavy`", "5,000"]
         assert row[4] == " / ".join(f"{expected_ratio[k]:.2f}" for k in ("min", "median", "max"))
-        assert row[5] == f"{v1.best_ratio(result, 'reference', 'vllm'):.2f}"
+        assert row[5] == f"{harness.best_ratio(result, 'reference', 'vllm'):.2f}"
         assert "Not measured" not in section(md, bench) and "Not a comparison" not in section(md, bench)
     v0_md = section(md, V0_0102)
     assert "| trace | manager calls |" in v0_md and "step 77 (untimed, not counted)" in v0_md
@@ -200,7 +202,7 @@ def test_hook_renders_only_its_page_and_needs_the_marker(tmp_path):
     with pytest.raises(PluginError, match="marker"):
         perf.on_page_markdown("no marker here", page, config, None)
     md = perf.on_page_markdown("before\n\nPERFORMANCE-RESULTS\n\nafter", page, config, None)
-    assert "PERFORMANCE-RESULTS" not in md and "`only_trace`" in md and md.count('"Not measured yet"') == 2
+    assert "PERFORMANCE-RESULTS" not in md and "`only_trace`" in md and md.count('"Not measured yet"') == 2 + len(SCALING)
 
 
 def test_importing_the_hook_reads_and_writes_nothing(tmp_path):
@@ -230,3 +232,57 @@ def test_the_page_keeps_its_marker_commands_and_links():
     block = readme.split("## Benchmarks and experiments", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     assert block.strip() and block in page
     assert "never been run" in page and "bash conformance/gpu/run.sh" in page
+
+
+# -- the scaling sections -------------------------------------------------------------------------
+SCALING_033, SCALING_0102 = SCALING
+
+
+def scaling_report(found="vLLM 0.33.0 installed: reference (policy v0.33.0) vs vLLM", not_met=()):
+    def point(context, ref_us, vllm_us):
+        return {"context": context, "num_ops": 10, "problems": [],
+                "ops": {"free": {"calls": 4, "reference_us": ref_us, "vllm_us": vllm_us,
+                                 "ratio_vllm_over_reference": vllm_us / ref_us}},
+                "peak_bytes_per_block": {"reference": 120.0, "vllm": 250.0}}
+    return {"found": found, "generation": "v1", "policy": "v0.33.0", "sides": ["reference", "vllm"],
+            "pool_blocks": 100000, "block_size": 16, "seqs": 4, "decode": 256, "chunk": 2048, "repeats": 3,
+            "seed": 0, "python": "3.11.7", "targets_not_met": list(not_met),
+            "contexts": [point(4096, 50.0, 60.0), point(131072, 1600.0, 1200.0)]}
+
+
+def test_scaling_section_shows_each_figure_a_plot_and_the_misses(tmp_path):
+    """Catches: a scaling section that drops a context or a side, prints a ratio the file does not
+    hold, draws no plot, or hides the targets the run did not meet."""
+    write(tmp_path, SCALING_033, scaling_report(not_met=["free at 131072 tokens: 0.75x of vLLM (below 1.0)"]))
+    md = scaling_markdown(tmp_path)
+    part = md[md.index(f"### {SCALING_033.title}"):md.index(f"### {SCALING_0102.title}")]
+    assert "| `free` | 4k | 4 | 50.0 | 60.0 | 1.20 |" in part
+    assert "| `free` | 128k | 4 | 1,600.0 | 1,200.0 | **0.75** |" in part
+    assert "| 128k | 120 | 250 |" in part
+    assert part.count("<svg") == 1 and part.count("<polyline") == 2
+    assert "Targets not met" in part and "0.75x of vLLM" in part
+    assert "Not measured" in md[md.index(f"### {SCALING_0102.title}"):]  # the other file is missing
+
+
+def test_the_scaling_benchmarks_json_renders(tmp_path):
+    """Catches: the scaling benchmark's JSON writer and the page's reader drifting apart."""
+    from benchmarks import scaling
+
+    out = tmp_path / "s.json"
+    assert scaling.main(["--contexts", "256,512", "--pool", "200", "--seqs", "2", "--decode", "3",
+                         "--chunk", "128", "--repeats", "1", "--generation", "v1", "--json", str(out)]) == 0
+    data = read_scaling(out)
+    assert [p.context for p in data.points] == [256, 512]
+    assert {"schedule_prefill", "schedule_decode", "append", "free"} <= set(data.points[0].ops)
+    write(tmp_path, SCALING_033, out.read_text())
+    assert "<svg" in scaling_markdown(tmp_path)
+
+
+def test_a_broken_scaling_file_says_not_measured(tmp_path):
+    """Catches: a malformed scaling file breaking the site build instead of being named."""
+    broken = scaling_report()
+    broken["contexts"][0]["ops"]["free"]["calls"] = "four"
+    write(tmp_path, SCALING_033, broken)
+    with pytest.raises(ResultsError, match="calls"):
+        read_scaling(tmp_path / SCALING_033.path)
+    assert "cannot be read" in scaling_markdown(tmp_path)

@@ -1,0 +1,228 @@
+"""Does the reference keep up with vLLM as contexts grow to 128k tokens and pools to 100k blocks?
+
+    python -m benchmarks.scaling [--contexts 4096,16384,65536,131072] [--pool 100000] [--seqs 4]
+                                 [--decode 256] [--chunk 2048] [--repeats 3] [--generation auto]
+                                 [--json PATH] [--profile]
+
+For each context length the same long-context trace is replayed on the reference and on the
+installed vLLM through the one harness (:mod:`benchmarks.harness`): ``--seqs`` requests of that
+many prompt tokens (distinct, seeded), prefilled ``--chunk`` tokens a step, then ``--decode``
+sampled tokens each, then freed, on a pool of ``--pool`` blocks of 16 tokens with prefix
+caching on. Which comparison runs follows the installed vLLM: 0.33.0 (or any release with a V1
+policy) compares the V1 ``KVCacheManager``; 0.10.2 compares the V0 ``SelfAttnBlockSpaceManager``
+(``--generation v1`` or ``v0`` forces one; without vLLM the reference alone is timed).
+
+Printed, per context and operation: timed calls, microseconds per call on each side (median over
+the repeats of CPU time in the calls alone), and the ratio vLLM time / reference time (> 1: the
+reference is faster); per context, the peak traced Python memory of one whole replay (manager,
+requests and all) divided by the pool's blocks, on each side. The target is every ratio >= 1.0
+at every size and no ratio falling as the size grows; the last lines say where that is not met.
+As everywhere in :mod:`benchmarks`, answers and final books are compared and a mismatch is
+reported instead of a timing (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks import block_manager as v1_bench
+from benchmarks import block_manager_v0 as v0_bench
+from benchmarks.harness import Run, TraceResult, align, measure, profile_side, replay
+from benchmarks.traces import OP_NAMES as V1_OP_NAMES
+from benchmarks.traces import SCHEDULE, VOCAB, Workload, record_trace
+from benchmarks.traces_v0 import OP_NAMES as V0_OP_NAMES
+from benchmarks.traces_v0 import V0Settings, record_v0_trace
+from reference.blocks.policies import V1_POLICIES
+
+CONTEXTS = (4096, 16384, 65536, 131072)
+BLOCK_SIZE = 16
+FALL_TOLERANCE = 0.10  # a ratio this much below the previous size's counts as falling (noise aside)
+
+
+def long_workload(context: int, seqs: int, decode: int, chunk: int, pool: int, seed: int) -> Workload:
+    """``seqs`` distinct prompts of ``context`` tokens, each decoding ``decode`` tokens."""
+    rng = random.Random(f"scaling:{context}:{seqs}:{seed}")
+    prompts = tuple(tuple(rng.choices(range(1, VOCAB), k=context)) for _ in range(seqs))
+    return Workload(name=f"{context // 1024}k", prompts=prompts, output_lens=(decode,) * seqs,
+                    chunk_sizes=(chunk,) * seqs, num_blocks=pool, block_size=BLOCK_SIZE,
+                    max_model_len=context + decode + BLOCK_SIZE, max_num_seqs=seqs,
+                    token_budget=chunk * seqs, seed=seed)
+
+
+def make_scaling_trace(generation: str, workload: Workload, policy_name: str, seed: int):
+    if generation == "v1":
+        return record_trace(workload, V1_POLICIES[policy_name])
+    settings = V0Settings(enable_caching=True, fork_prob=0.0, cpu_blocks_ratio=0.01)
+    return record_v0_trace(workload.name, workload, settings, seed)
+
+
+def v1_op_kind(op: tuple) -> str:
+    """V1 ops by kind, a schedule split into prefill chunks and decode steps (one token)."""
+    if op[0] == SCHEDULE:
+        return "schedule_decode" if op[2] == 1 else "schedule_prefill"
+    return V1_OP_NAMES[op[0]]
+
+
+def v0_op_kind(op: tuple) -> str:
+    return V0_OP_NAMES[op[0]]
+
+
+def peak_bytes(side: Any, trace: Any) -> int:
+    """Peak traced Python memory of preparing ``side`` for ``trace`` and replaying it whole."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        run = Run(side, trace, side.prepare(trace))
+        replay(run, trace.ops)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def per_call_us(result: TraceResult, label: str, op: str) -> float | None:
+    seconds = result.op_seconds.get(label, {}).get(op)
+    calls = result.op_calls.get(op)
+    if not seconds or not calls:
+        return None
+    return statistics.median(seconds) / calls * 1e6
+
+
+def context_entry(context: int, trace: Any, result: TraceResult, labels: Sequence[str],
+                  memory: dict[str, int], pool: int) -> dict:
+    ops = {}
+    for op in sorted(result.op_calls):
+        entry: dict[str, Any] = {"calls": result.op_calls[op]}
+        for label in labels:
+            entry[f"{label}_us"] = per_call_us(result, label, op)
+        if len(labels) == 2 and all(entry[f"{label}_us"] for label in labels):
+            entry["ratio_vllm_over_reference"] = entry["vllm_us"] / entry["reference_us"]
+        ops[op] = entry
+    return {"context": context, "num_ops": len(trace.ops), "ops": ops, "problems": result.problems,
+            "peak_bytes": memory, "peak_bytes_per_block": {k: v / pool for k, v in memory.items()},
+            "cpu_seconds": result.seconds}
+
+
+def verdicts(entries: Sequence[dict]) -> list[str]:
+    """Where the targets are not met: a ratio below 1.0, or one falling as the context grows."""
+    out = []
+    ops = sorted({op for e in entries for op, v in e["ops"].items() if "ratio_vllm_over_reference" in v})
+    for op in ops:
+        series = [(e["context"], e["ops"][op].get("ratio_vllm_over_reference")) for e in entries
+                  if op in e["ops"]]
+        series = [(c, r) for c, r in series if r is not None]
+        for context, ratio in series:
+            if ratio < 1.0:
+                out.append(f"{op} at {context} tokens: {ratio:.2f}x of vLLM (below 1.0)")
+        for (c0, r0), (c1, r1) in zip(series, series[1:]):
+            if r1 < r0 * (1 - FALL_TOLERANCE):
+                out.append(f"{op}: ratio falls from {r0:.2f} at {c0} to {r1:.2f} at {c1} tokens")
+    return out
+
+
+def format_entries(entries: Sequence[dict], labels: Sequence[str]) -> str:
+    rows = [["context", "op", "calls"] + [f"{label} us/call" for label in labels]
+            + (["vllm/ref"] if len(labels) == 2 else [])]
+    for e in entries:
+        for op, v in e["ops"].items():
+            row = [str(e["context"]), op, str(v["calls"])]
+            row += [f"{v[f'{label}_us']:.1f}" if v.get(f"{label}_us") else "-" for label in labels]
+            if len(labels) == 2:
+                ratio = v.get("ratio_vllm_over_reference")
+                row.append(f"{ratio:.2f}" if ratio else "-")
+            rows.append(row)
+        mem = e["peak_bytes_per_block"]
+        rows.append([str(e["context"]), "peak B/block", ""] + [f"{mem[label]:.0f}" if label in mem else "-"
+                                                                 for label in labels]
+                    + ([f"{mem['vllm'] / mem['reference']:.2f}"] if len(labels) == 2 and len(mem) == 2 else []))
+    return align(rows)
+
+
+def choose(generation: str) -> tuple[str, list[Any], str, str]:
+    """(generation, sides, reference policy name, a sentence saying what was found)."""
+    from conformance.versions import installed_vllm_version
+
+    version = installed_vllm_version()
+    base = None if version is None else version.split("+")[0]
+    if generation == "auto":
+        generation = "v0" if base == v0_bench.PINNED else "v1"
+    if generation == "v0":
+        with_vllm, found = v0_bench.installed_vllm()
+        return "v0", [v0_bench.ReferenceV0Side()] + ([v0_bench.VllmV0Side()] if with_vllm else []), "v0", found
+    vllm_policy, found = v1_bench.installed_vllm()
+    policy = V1_POLICIES[vllm_policy or "v0.33.0"]
+    return "v1", v1_bench.vllm_sides(policy, vllm_policy), policy.name, found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scaling", description=__doc__.split("\n")[0])
+    parser.add_argument("--contexts", default=",".join(map(str, CONTEXTS)), help="prompt lengths in tokens")
+    parser.add_argument("--pool", type=int, default=100_000, help="blocks in the pool")
+    parser.add_argument("--seqs", type=int, default=4, help="requests per trace")
+    parser.add_argument("--decode", type=int, default=256, help="sampled tokens per request")
+    parser.add_argument("--chunk", type=int, default=2048, help="prefill tokens per request per step")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generation", choices=("auto", "v1", "v0"), default="auto")
+    parser.add_argument("--json", help="write the results as JSON to this path")
+    parser.add_argument("--profile", action="store_true", help="also cProfile one replay per side at each size")
+    args = parser.parse_args(argv)
+    contexts = [int(c) for c in args.contexts.split(",")]
+    if min(contexts) < 1 or min(args.pool, args.seqs, args.decode, args.chunk, args.repeats) < 1:
+        parser.error("contexts, pool, seqs, decode, chunk and repeats must be >= 1")
+    if args.seqs * (-(-(max(contexts) + args.decode) // BLOCK_SIZE)) > args.pool - 1:
+        parser.error(f"{args.seqs} requests of {max(contexts)} tokens do not fit a pool of {args.pool} blocks")
+
+    generation, sides, policy_name, found = choose(args.generation)
+    labels = [side.label for side in sides]
+    op_kind = v1_op_kind if generation == "v1" else v0_op_kind
+    print(found)
+    print(f"{generation.upper()} managers; {args.seqs} requests per trace, {args.decode} decode steps each, "
+          f"prefill chunks of {args.chunk}, pool {args.pool} blocks of {BLOCK_SIZE}, {args.repeats} repeats")
+    entries, profiles = [], {}
+    for context in contexts:
+        began = time.perf_counter()
+        workload = long_workload(context, args.seqs, args.decode, args.chunk, args.pool, args.seed)
+        trace = make_scaling_trace(generation, workload, policy_name, args.seed)
+        print(f"  {context} tokens: trace of {len(trace.ops)} ops recorded "
+              f"({time.perf_counter() - began:.0f} s); timing...", flush=True)
+        result = measure([(side, trace) for side in sides], args.repeats, None,
+                         getattr(trace, "num_timed_ops", None), op_kind)
+        memory = {} if result.problems else {side.label: peak_bytes(side, trace) for side in sides}
+        entries.append(context_entry(context, trace, result, labels, memory, args.pool))
+        status = "; ".join(result.problems) if result.problems else "same answers and books on every replay"
+        print(f"  {context} tokens done ({time.perf_counter() - began:.0f} s): {status}", flush=True)
+        if args.profile:
+            for side in sides:
+                profiles[f"{context}/{side.label}"] = profile_side(side, trace)
+    print()
+    print(format_entries(entries, labels))
+    print("us/call: microseconds of CPU time per manager call (median over repeats); vllm/ref > 1: the "
+          "reference is faster. peak B/block: peak traced memory of one replay over the pool's blocks.")
+    misses = verdicts(entries) if len(labels) == 2 else []
+    if len(labels) == 2:
+        print("targets met: every op >= 1.0x at every size, no ratio falling" if not misses
+              else "targets NOT met:\n  " + "\n  ".join(misses))
+    for key, text in profiles.items():
+        print(f"\n== cProfile {key} ==\n{text}")
+    if args.json:
+        report = {"found": found, "generation": generation, "policy": policy_name, "sides": labels,
+                  "pool_blocks": args.pool, "block_size": BLOCK_SIZE, "seqs": args.seqs, "decode": args.decode,
+                  "chunk": args.chunk, "repeats": args.repeats, "seed": args.seed,
+                  "python": platform.python_version(), "contexts": entries, "targets_not_met": misses}
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=2)
+    return 1 if any(e["problems"] for e in entries) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
