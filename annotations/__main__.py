@@ -2,7 +2,10 @@
 
 * ``fetch [--version V] [--checkout PATH] [FILES]``: obtain every upstream file the annotation
   files name, verify each against its header's sha256, and say what was fetched.
-* ``stamp FILE...``: fill ``????????????`` note hashes and a ``?`` header sha256 (never overwrites).
+* ``stamp FILE...``: fill ``????????????`` note hashes, a ``?`` header sha256 and the hashes of
+  upstream citations written without one (never overwrites a hash that is present).
+* ``stamp --citations``: record the hashes of ``reference/``'s legacy citations in
+  ``annotations/citations.lock`` (adds new ones, drops ones no longer cited, keeps the rest).
 * ``check [FILES]``: every check of ``annotations.check``; exit 1 with one line per problem.
 * ``coverage [FILES]``: the per-file coverage table only.
 
@@ -13,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
-from annotations import upstream
+from annotations import citations, upstream
 from annotations.check import Checker, FileCoverage
 from annotations.model import (
     ANNOTATIONS_ROOT,
@@ -31,6 +35,23 @@ from annotations.model import (
 
 def _reader(checkout: Path | None) -> Reader:
     return lambda version, path: upstream.read_file(version, path, checkout)
+
+
+def _lister(checkout: Path | None):
+    """Every file of a release: the sdist's listing, or the tag's tree in a checkout."""
+    if checkout is None:
+        return upstream.release_files
+
+    def tree(version: str) -> list[str]:
+        out = subprocess.run(
+            ["git", "-C", str(checkout), "ls-tree", "-r", "--name-only", f"v{version}"],
+            capture_output=True, text=True, check=False,
+        )
+        if out.returncode != 0:
+            raise upstream.UpstreamError(f"{checkout}: no tag v{version}: {out.stderr.strip()}")
+        return out.stdout.split("\n")
+
+    return tree
 
 
 def _commit(checkout: Path | None):
@@ -92,13 +113,45 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def stamp_ledger(checker: Checker) -> tuple[int, int]:
+    """Rewrite the legacy-citation ledger: add missing entries, drop unused ones; (added, dropped)."""
+    found = [c for path in checker.citation_sources() for c in citations.find(path)]
+    old = citations.read_ledger(checker.ledger_path)
+    _, used = citations.check(found, checker.resolver, old, checker.repo or checker.root.parent)
+    new: dict[citations.LedgerKey, str] = {}
+    for key in used:
+        if key in old:
+            new[key] = old[key]  # never overwrite: a mismatch is drift for `check` to report
+            continue
+        source, version, path, start, end = key
+        lines = checker.resolver.lines(version, path)
+        if not isinstance(lines, Exception):
+            new[key] = citations.range_hash(lines, start, end)
+    citations.write_ledger(checker.ledger_path, new)
+    return len(set(new) - set(old)), len(set(old) - set(new))
+
+
 def cmd_stamp(args: argparse.Namespace) -> int:
     reader = _reader(args.checkout)
     status = 0
+    if not args.files and not args.citations:
+        print("nothing to stamp: name files, or pass --citations")
+        return 2
+    if args.citations:
+        checker = Checker(args.root, reader=reader, release_commit=_commit(args.checkout), lister=_lister(args.checkout))
+        added, dropped = stamp_ledger(checker)
+        print(f"{checker.ledger_path}: {added} entries added, {dropped} dropped")
+    resolver = citations.Resolver(reader)
     for name in args.files:
         path = Path(name)
         try:
-            text, changes = stamp_text(path, path.read_text(encoding="utf-8"), reader)
+            text = path.read_text(encoding="utf-8")
+            changes: list[str] = []
+            if path.suffix == ".md" and text.startswith("---"):
+                text, changes = stamp_text(path, text, reader)
+            text, cited = citations.stamp_inline(text, resolver)
+            if cited:
+                changes.append(f"{cited} upstream citations")
         except (AnnotationFormatError, ValueError, upstream.UpstreamError) as err:
             print(f"not stamped: {err}")
             status = 1
@@ -110,7 +163,8 @@ def cmd_stamp(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout))
+    checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout),
+                      lister=_lister(args.checkout))
     report = checker.run([Path(f) for f in args.files] if args.files else None)
     for problem in report.problems:
         print(problem)
@@ -121,7 +175,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout))
+    checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout),
+                      lister=_lister(args.checkout))
     report = checker.run(_annotation_targets(args))
     print(coverage_table(report.coverage))
     return 0
@@ -140,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         ("coverage", cmd_coverage, "print the per-file coverage table"),
     ):
         cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument("files", nargs="+" if name == "stamp" else "*", metavar="FILE")
+        cmd.add_argument("files", nargs="*", metavar="FILE")
         cmd.add_argument("--checkout", type=Path, default=None, help="a local vLLM git checkout with the pinned tags")
         cmd.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
+        if name == "stamp":
+            cmd.add_argument("--citations", action="store_true", help="rewrite the ledger of reference/'s citations")
         if name == "fetch":
             cmd.add_argument("--version", default=None, help="only files annotated at this release, e.g. 0.10.2")
         cmd.set_defaults(func=func)

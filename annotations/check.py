@@ -11,7 +11,9 @@ explains. The checker fetches the pinned bytes and turns every such mismatch int
 * ranges inside the file, in ascending order, not overlapping, and covering at least the
   header's target share of non-blank lines (listing what is uncovered);
 * links: ``ref`` imports and resolves, ``prop`` is a registered conformance property, ``see`` and
-  Markdown citations ``(v<version>/<path>#<note id>)`` name notes that exist.
+  Markdown citations ``(v<version>/<path>#<note id>)`` name notes that exist;
+* citations of upstream lines anywhere (notes, pages, ``reference/``; ``annotations.citations``):
+  the file exists in the release, the range lies inside it, the content hash matches.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from annotations import citations as upstream_citations
 from annotations import upstream
 from annotations.model import (
     ANNOTATIONS_ROOT,
@@ -38,6 +41,7 @@ from annotations.model import (
     range_hash,
     upstream_lines,
 )
+from annotations.reach import REQUIRED_FOR as REACH_REQUIRED_FOR
 
 RefResolver = Callable[[str], "str | None"]  # dotted path -> error message, or None when it resolves
 
@@ -164,12 +168,21 @@ class Checker:
         ref_resolver: RefResolver = resolve_ref,
         property_names: Callable[[], set[str]] = registered_properties,
         release_commit: Callable[[str], str] | None = None,
+        lister: upstream_citations.Lister | None = None,
+        repo: Path | None = None,
     ) -> None:
         self.root = Path(root)
         self.reader: Reader = reader or (lambda version, path: upstream.read_file(version, path))
         self.release_commit = release_commit or self._commit_from_reader
         self.ref_resolver = ref_resolver
         self.property_names = property_names
+        #: the repository whose docs/ and reference/ a full run also scans for upstream citations
+        self.repo = Path(repo) if repo is not None else (
+            self.root.parent if self.root.resolve() == ANNOTATIONS_ROOT.resolve() else None
+        )
+        if lister is None and reader is None:
+            lister = upstream.release_files
+        self.resolver = upstream_citations.Resolver(self.reader, lister)
         self._parsed: dict[Path, AnnotationFile | AnnotationFormatError] = {}
         self._props: set[str] | None = None
         self._props_error: str | None = None
@@ -235,6 +248,8 @@ class Checker:
         except ValueError:
             problems.append(Problem(af.path, f"is outside the annotations root {self.root}"))
         problems += self._link_problems(af)
+        problems += self.upstream_citation_problems([af.path])
+        problems += self._reach_problems(af)
         try:
             data = self.reader(af.version, af.upstream)
         except Exception as err:  # noqa: BLE001 (any fetch failure is reported, not raised)
@@ -312,6 +327,29 @@ class Checker:
             )
         return coverage, None
 
+    def _reach_problems(self, af: AnnotationFile) -> list[Problem]:
+        """Reachability: required where the release demands it; an 'unreached' must cite callers."""
+        problems: list[Problem] = []
+        required = af.version in REACH_REQUIRED_FOR
+        if required and not af.serving:
+            problems.append(Problem(af.path, f"release {af.version} needs a 'serving:' header saying what the serving path is"))
+        if af.reach is not None and af.reach.status == "unreached" and not upstream_citations.find_markdown(af.path, af.reach.why):
+            problems.append(Problem(af.path, "header reach 'unreached' cites no upstream caller"))
+        for note in af.notes:
+            reach = af.reach_of(note)
+            if reach is None:
+                if required:
+                    problems.append(Problem(
+                        af.path, f"no reachability status (a '- reach:' line or a 'reach:' header is required at {af.version})",
+                        note.id, note.range_text,
+                    ))
+                continue
+            if note.reach is not None and note.reach.status == "unreached" and not upstream_citations.find_markdown(af.path, note.reach.why):
+                problems.append(Problem(
+                    af.path, "reach 'unreached' must cite the callers (an upstream citation in its why)", note.id, note.range_text
+                ))
+        return problems
+
     def _link_problems(self, af: AnnotationFile) -> list[Problem]:
         problems: list[Problem] = []
         for note in af.notes:
@@ -348,10 +386,44 @@ class Checker:
                     errors.append(f"dead citation ({match['path']}#{match['id'] or ''}): {error}")
         return errors
 
+    @property
+    def ledger_path(self) -> Path:
+        """Where the content hashes of ``reference/``'s legacy citations are recorded."""
+        return self.root / "citations.lock"
+
+    def upstream_citation_problems(self, paths: Iterable[Path], full: bool = False) -> list[Problem]:
+        """Dead, unstamped or drifted upstream citations in ``paths`` (Markdown or Python).
+
+        With ``full`` the ledger is also checked for entries no citation uses any more.
+        """
+        found = [c for path in paths for c in upstream_citations.find(Path(path))]
+        problems: list[Problem] = []
+        try:
+            ledger = upstream_citations.read_ledger(self.ledger_path)
+        except ValueError as err:
+            return [Problem(self.ledger_path, str(err))]
+        repo = self.repo or self.root.parent
+        messages, used = upstream_citations.check(found, self.resolver, ledger, repo)
+        problems += [Problem(c.source, f"line {c.line}: {m}") for c, m in messages]
+        if full:
+            for key in sorted(set(ledger) - used):
+                source, version, path, start, end = key
+                problems.append(Problem(
+                    self.ledger_path, f"stale entry: {source} no longer cites v{version}/{path}#L{start}-L{end}:"
+                    " run `python -m annotations stamp --citations`",
+                ))
+        return problems
+
+    def citation_sources(self) -> list[Path]:
+        """Files outside ``annotations/`` whose upstream citations a full run checks."""
+        if self.repo is None:
+            return []
+        return sorted((self.repo / "docs").rglob("*.md")) + sorted((self.repo / "reference").rglob("*.py"))
+
     def check_markdown(self, path: Path) -> list[Problem]:
         """Validate the note citations of a free Markdown file (e.g. reading-questions.md)."""
         text = Path(path).read_text(encoding="utf-8")
-        problems: list[Problem] = []
+        problems: list[Problem] = self.upstream_citation_problems([Path(path)])
         in_fence = False
         for number, line in enumerate(text.split("\n"), start=1):
             if _FENCE.match(line):
@@ -378,8 +450,12 @@ class Checker:
                 report.problems += problems
                 if coverage:
                     report.coverage.append(coverage)
-            else:
+            elif target.suffix == ".md":
                 report.problems += self.check_markdown(target)
+            else:
+                report.problems += self.upstream_citation_problems([target])
+        if paths is None:
+            report.problems += self.upstream_citation_problems(self.citation_sources(), full=True)
         return report
 
     def _is_annotation(self, path: Path) -> bool:
@@ -390,4 +466,4 @@ class Checker:
                 return True
         except ValueError:
             pass
-        return path.read_text(encoding="utf-8").startswith("---")
+        return path.suffix == ".md" and path.read_text(encoding="utf-8").startswith("---")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from annotations.reach import Reach, ReachError, parse_reach
+
 ANNOTATIONS_ROOT = Path(__file__).resolve().parent
 
 #: A hash written like this is a placeholder that ``stamp`` fills in.
@@ -29,7 +31,9 @@ UNSTAMPED_SHA256 = "?"
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> the upstream file's bytes
 
 HEADER_KEYS = ("upstream", "version", "commit", "sha256", "coverage", "title")
-LINK_KINDS = ("ref", "prop", "see")
+#: Header keys that may be omitted: the default reachability of the notes and what serving means.
+OPTIONAL_HEADER_KEYS = ("reach", "serving")
+LINK_KINDS = ("ref", "prop", "see", "reach")
 
 NOTE_ID = r"[a-z0-9_.-]+"
 _HEADING = re.compile(
@@ -69,6 +73,7 @@ class Note:
     props: list[str] = field(default_factory=list)
     sees: list[str] = field(default_factory=list)
     heading_line: int = 0  # 1-based line of the ``##`` heading in the annotation file
+    reach: Reach | None = None  # the note's own reachability status (``- reach:``), if any
 
     @property
     def range_text(self) -> str:
@@ -89,6 +94,12 @@ class AnnotationFile:
     title: str
     intro: str
     notes: list[Note]
+    reach: Reach | None = None  # the header's default status for notes without their own
+    serving: str = ""  # what "the serving path" means for this file (header ``serving:``)
+
+    def reach_of(self, note: Note) -> Reach | None:
+        """The note's reachability: its own ``- reach:`` line, else the file's default."""
+        return note.reach or self.reach
 
     def note(self, note_id: str) -> Note | None:
         """The note with this id, or ``None``."""
@@ -138,8 +149,12 @@ def _parse_header(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:
         if not match:
             raise AnnotationFormatError(path, index + 1, f"header line is not 'key: value': {text!r}")
         key = match["key"]
-        if key not in HEADER_KEYS:
-            raise AnnotationFormatError(path, index + 1, f"unknown header key {key!r} (known: {', '.join(HEADER_KEYS)})")
+        if key not in HEADER_KEYS + OPTIONAL_HEADER_KEYS:
+            known = ", ".join(HEADER_KEYS + OPTIONAL_HEADER_KEYS)
+            raise AnnotationFormatError(path, index + 1, f"unknown header key {key!r} (known: {known})")
+        if key in OPTIONAL_HEADER_KEYS:
+            values[key] = text.split(":", 1)[1].strip()  # free text: a '#' is part of it
+            continue
         if key in values:
             raise AnnotationFormatError(path, index + 1, f"header key {key!r} given twice")
         values[key] = match["value"]
@@ -173,20 +188,33 @@ def _validate_header(path: Path, values: dict[str, str], lines: list[str]) -> No
         raise AnnotationFormatError(path, line_of("coverage"), f"coverage {coverage} is outside 0..100")
     if not values["title"].strip():
         raise AnnotationFormatError(path, line_of("title"), "title is empty")
+    if "reach" in values:
+        try:
+            parse_reach(values["reach"])
+        except ReachError as err:
+            raise AnnotationFormatError(path, line_of("reach"), str(err)) from None
 
 
 def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[str, dict[str, list[str]]]:
-    """Separate the trailing link lines of a note from its prose; links must come last."""
+    """Separate the trailing link lines of a note from its prose; links must come last.
+
+    A ``- reach:`` value may continue on following lines indented by two spaces.
+    """
     links: dict[str, list[str]] = {kind: [] for kind in LINK_KINDS}
     prose: list[str] = []
     first_link: int | None = None
     in_fence = False
+    last_kind: str | None = None
     for offset, text in enumerate(body_lines):
         line_no = heading_line + 1 + offset
         if _FENCE.match(text):
             in_fence = not in_fence
+        if last_kind == "reach" and text.startswith("  ") and text.strip():
+            links["reach"][-1] += " " + text.strip()
+            continue
         match = None if in_fence else _LINK.match(text)
         kind = match["kind"] if match else None
+        last_kind = kind
         if kind in LINK_KINDS:
             if first_link is None:
                 first_link = line_no
@@ -196,7 +224,7 @@ def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[
                 )
             links[kind].append(match["value"])
             continue
-        if kind is not None and kind.startswith(("ref", "prop", "see")):
+        if kind is not None and kind.startswith(("ref", "prop", "see", "rea")):
             raise AnnotationFormatError(path, line_no, f"unknown link kind {kind!r} (known: {', '.join(LINK_KINDS)})")
         if first_link is not None and text.strip():
             raise AnnotationFormatError(
@@ -250,8 +278,19 @@ def parse_text(path: Path | str, text: str) -> AnnotationFile:
         seen[note_id] = index + 1
         stop = headings[position + 1][0] if position + 1 < len(headings) else len(lines)
         body, links = _split_links(path, index + 1, lines[index + 1 : stop])
+        if len(links["reach"]) > 1:
+            raise AnnotationFormatError(path, index + 1, f"note {note_id!r} has {len(links['reach'])} reach lines; one at most")
+        reach = None
+        if links["reach"]:
+            try:
+                reach = parse_reach(links["reach"][0])
+            except ReachError as err:
+                line_no = next(
+                    (index + 1 + k for k, t in enumerate(lines[index:stop]) if t.startswith("- reach:")), index + 1
+                )
+                raise AnnotationFormatError(path, line_no, str(err)) from None
         notes.append(
-            Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1)
+            Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1, reach)
         )
     intro_stop = headings[0][0] if headings else len(lines)
     return AnnotationFile(
@@ -264,6 +303,8 @@ def parse_text(path: Path | str, text: str) -> AnnotationFile:
         title=header["title"].strip(),
         intro="\n".join(lines[body_start:intro_stop]).strip("\n"),
         notes=notes,
+        reach=parse_reach(header["reach"]) if "reach" in header else None,
+        serving=header.get("serving", ""),
     )
 
 

@@ -150,3 +150,18 @@ def release_commit(version: str, checkout: Path | None = None) -> str:
     if not match:
         raise UpstreamError(f"the vllm {version} sdist records no commit_id in vllm/_version.py")
     return match[1]
+
+
+def release_files(version: str) -> list[str]:
+    """Every file path in the vllm ``version`` sdist (relative to the release root), cached."""
+    listing = CACHE / "listing" / f"{version}.txt"
+    if listing.exists():
+        return listing.read_text(encoding="utf-8").split("\n")
+    prefix = f"{PACKAGE}-{version}/"
+    with tarfile.open(sdist_path(version)) as tar:
+        names = sorted(m.name[len(prefix):] for m in tar.getmembers() if m.isfile() and m.name.startswith(prefix))
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    tmp = listing.with_suffix(".part")
+    tmp.write_text("\n".join(names), encoding="utf-8")
+    tmp.replace(listing)
+    return names

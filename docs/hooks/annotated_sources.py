@@ -31,6 +31,7 @@ from annotations.model import AnnotationFile
 
 from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
 from docs.hooks.compare_page import compare_src_uri
+from docs.hooks.reach_badge import legend_html, note_badge_html
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
 
@@ -195,7 +196,8 @@ def _render_bodies(entry: SourceEntry, page: Page, config: MkDocsConfig, links: 
         body, missing = rewrite_citations(note.body, resolve)
         for cited in missing:
             log.warning("%s: note `%s` cites %s, which is not an annotated note", entry.annotation.path, note.id, cited)
-        bodies[note.id] = md.reset().convert(body)
+        badge = note_badge_html(entry.annotation, note, lambda text: md.reset().convert(text))
+        bodies[note.id] = badge + md.reset().convert(body)
     return bodies
 
 
@@ -211,7 +213,8 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached())
     code = render_source(ann, entry.data, _render_bodies(entry, page, config, links), links)
     html = html.replace(f"<p>{PAGE_MARKER}-CODE</p>", code, 1)
-    html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale), 1)
+    md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
+    html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale) + legend_html(ann, md.convert), 1)
     if page.present_anchor_ids is not None:
         page.present_anchor_ids |= anchor_ids(ann, entry.line_count)
     return html

@@ -1,0 +1,76 @@
+"""Reachability as data: whether the pinned release's serving path runs the lines a note explains.
+
+A note says what code does; a reader also needs to know whether the release actually runs it.
+Each note may carry one ``- reach:`` line (and an annotation file a ``reach:`` header giving the
+default for its notes), in one of three forms:
+
+* ``default`` — reached on the serving path with default settings;
+* ``setting <setting>[: <why>]`` — reached only when the named setting is made (Markdown up to
+  the first ``": "``, e.g. ```VLLM_USE_V1=0` and `preemption_mode="swap"```), optionally with why;
+* ``unreached: <why>`` — not reached from the serving path; the why must cite the callers
+  (an upstream citation, checked by ``annotations.check``).
+
+What "the serving path" is for a file is said once by its ``serving:`` header (for the V0 files
+of 0.10.2: the V0 engine, which that release runs only when it is selected). Releases listed in
+:data:`REQUIRED_FOR` must give every note a status.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+STATUSES = ("default", "setting", "unreached")
+#: Releases whose every note must carry a reachability status (its own or its file's default).
+REQUIRED_FOR = ("0.10.2",)
+#: Short labels for badges and legends, one per status.
+LABELS = {
+    "default": "reached by default",
+    "setting": "reached only with a setting",
+    "unreached": "not reached from serving",
+}
+
+_FORM = re.compile(r"^(?P<status>[a-z-]+)(?P<rest>.*)$")
+_SETTING = re.compile(r"^ +(?P<setting>[^:]*\S)(?:: +(?P<why>\S.*))?$")
+_WHY = re.compile(r"^: *(?P<why>\S.*)$")
+
+
+class ReachError(ValueError):
+    """A ``reach`` value that does not follow the grammar; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """One reachability status."""
+
+    status: str  # one of STATUSES
+    setting: str = ""  # for "setting": the setting, Markdown (e.g. "`VLLM_USE_V1=0`")
+    why: str = ""  # Markdown; for "unreached" it cites the callers
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.status]
+
+
+def parse_reach(value: str) -> Reach:
+    """Read a ``reach`` value; raise :class:`ReachError` naming the defect."""
+    text = value.strip()
+    match = _FORM.match(text)
+    status = match["status"] if match else ""
+    if status not in STATUSES:
+        raise ReachError(f"reach status {status or text!r} is unknown (known: {', '.join(STATUSES)})")
+    rest = match["rest"]
+    if status == "default":
+        why = _WHY.match(rest)
+        if rest.strip() and not why:
+            raise ReachError(f"'default' takes nothing or ': <why>', got {rest.strip()!r}")
+        return Reach("default", why=why["why"] if why else "")
+    if status == "setting":
+        setting = _SETTING.match(rest)
+        if not setting:
+            raise ReachError("'setting' must name the setting: setting <setting, Markdown>[: <why>]")
+        return Reach("setting", setting["setting"], setting["why"] or "")
+    why = _WHY.match(rest)
+    if not why:
+        raise ReachError("'unreached' needs ': <why>', citing the callers")
+    return Reach("unreached", why=why["why"])

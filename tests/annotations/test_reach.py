@@ -1,0 +1,115 @@
+"""Reachability statuses: parsed strictly, required where the release demands it, callers cited.
+
+Uses the toy release of ``annotation_toy``; its version is made to require statuses by patching
+``REQUIRED_FOR`` where a test needs it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from annotation_toy import TOY_NOTES, UPSTREAM, VERSION, NoteSpec
+
+from annotations import check as check_module
+from annotations.model import AnnotationFormatError, parse_text
+from annotations.reach import Reach, ReachError, parse_reach
+
+GH = f"https://github.com/vllm-project/vllm/blob/v{VERSION}/{UPSTREAM}"
+
+
+def _notes(reach_for: dict[str, str]) -> list[NoteSpec]:
+    return [NoteSpec(i, a, b, links=(f"reach: {reach_for[i]}",) if i in reach_for else ()) for i, a, b in TOY_NOTES]
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("default", Reach("default")),
+    ("default: every step", Reach("default", why="every step")),
+    ("setting `VLLM_USE_V1=0`", Reach("setting", "`VLLM_USE_V1=0`")),
+    ('setting `VLLM_USE_V1=0` and `preemption_mode="swap"`: the default recomputes',
+     Reach("setting", '`VLLM_USE_V1=0` and `preemption_mode="swap"`', "the default recomputes")),
+    ("unreached: nothing calls it (see x)", Reach("unreached", why="nothing calls it (see x)")),
+])
+def test_parse_reach_forms(value, expected):
+    """Catches: a valid status misread (wrong setting or why), which the badge would then show."""
+    assert parse_reach(value) == expected
+
+
+@pytest.mark.parametrize("value", ["reachable", "sometimes: maybe", "unreached", "setting", "default because"])
+def test_parse_reach_rejects_bad_values(value):
+    """Catches: an unknown status, an 'unreached' without why or a 'setting' naming nothing being accepted."""
+    with pytest.raises(ReachError):
+        parse_reach(value)
+
+
+def test_unknown_reach_value_fails_the_parse_with_its_line(toy):
+    """Catches: a typo in a note's status (e.g. 'reachd') silently dropping the badge."""
+    text = toy.text(_notes({"ring.push": "reachd"}))
+    with pytest.raises(AnnotationFormatError) as err:
+        parse_text("x.md", text)
+    assert "reach status 'reachd' is unknown" in str(err.value)
+    assert text.split("\n")[err.value.line - 1].startswith("- reach:")
+
+
+def test_unknown_header_reach_fails(toy):
+    """Catches: a malformed file-level default status being accepted."""
+    with pytest.raises(AnnotationFormatError, match="unknown"):
+        parse_text("x.md", toy.text(reach="sometimes"))
+
+
+def test_header_default_and_note_override(toy):
+    """Catches: the file default overriding a note's own status, or not applying to notes without one."""
+    af = parse_text("x.md", toy.text(_notes({"ring.push": "setting `big=1`"}), reach="default", serving="toy serving"))
+    assert af.reach_of(af.note("ring.push")) == Reach("setting", "`big=1`")
+    assert af.reach_of(af.note("ring.peek")) == Reach("default")
+    assert af.serving == "toy serving"
+
+
+def test_reach_continues_on_indented_lines(toy):
+    """Catches: a long why wrapped onto a second line being cut off or read as stray prose."""
+    text = toy.text(_notes({"ring.push": "unreached: nothing"})).replace(
+        "- reach: unreached: nothing", "- reach: unreached: nothing\n  calls it at all"
+    )
+    af = parse_text("x.md", text)
+    assert af.note("ring.push").reach.why == "nothing calls it at all"
+
+
+def test_required_release_without_status_fails(toy, monkeypatch):
+    """Catches: a note of a release that must carry statuses passing the check without one."""
+    monkeypatch.setattr(check_module, "REACH_REQUIRED_FOR", (VERSION,))
+    toy.write(_notes({"ring.push": "default"}), serving="toy serving")
+    messages = "\n".join(str(p) for p in toy.checker().run().problems)
+    assert "ring.init" in messages and "no reachability status" in messages
+    assert "ring.push" not in messages
+
+
+def test_required_release_needs_serving_header(toy, monkeypatch):
+    """Catches: statuses without a statement of what 'the serving path' means for the file."""
+    monkeypatch.setattr(check_module, "REACH_REQUIRED_FOR", (VERSION,))
+    toy.write(reach="default")
+    assert "needs a 'serving:' header" in "\n".join(str(p) for p in toy.checker().run().problems)
+
+
+def test_unreached_must_cite_callers(toy):
+    """Catches: 'not reached' claimed without the callers that show it (an unverifiable claim)."""
+    toy.write(_notes({"ring.push": "unreached: nothing calls it"}))
+    assert "must cite the callers" in "\n".join(str(p) for p in toy.checker().run().problems)
+
+
+def test_unreached_with_a_checked_citation_passes(toy):
+    """Catches: a well-formed 'unreached' status (with a correct citation) reported as a problem."""
+    from annotations.model import range_hash, upstream_lines
+
+    digest = range_hash(upstream_lines(toy.files[(VERSION, UPSTREAM)]), 16, 17)
+    toy.write(_notes({"ring.push": f"unreached: only [peek]({GH}#L16-L17 \"{digest}\") could call it"}))
+    report = toy.checker().run()
+    assert report.ok, "\n".join(str(p) for p in report.problems)
+
+
+def test_pinned_v0_files_all_carry_statuses():
+    """Catches: a v0.10.2 note committed without a reachability status (its badge would be missing)."""
+    from annotations.model import ANNOTATIONS_ROOT, annotation_paths, parse
+
+    for path in annotation_paths(ANNOTATIONS_ROOT):
+        af = parse(path)
+        if af.version == "0.10.2":
+            assert af.serving, path
+            assert all(af.reach_of(n) is not None for n in af.notes), path

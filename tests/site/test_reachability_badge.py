@@ -1,0 +1,45 @@
+"""The reachability badge and legend of the annotated source pages (``docs/hooks/reach_badge.py``)."""
+
+from __future__ import annotations
+
+import markdown
+
+from annotations.model import AnnotationFile, Note
+from annotations.reach import Reach
+from docs.hooks.reach_badge import badge_html, legend_html, note_badge_html
+
+
+def _render(text: str) -> str:
+    return markdown.Markdown().convert(text)
+
+
+def _file(reach: Reach | None, notes: list[Note], serving: str = "") -> AnnotationFile:
+    return AnnotationFile("x.md", "vllm/x.py", "0.10.2", "abc1234", "?", 100, "X", "", notes, reach, serving)
+
+
+def test_each_status_renders_its_own_badge():
+    """Catches: a status drawn with another status's badge (a 'not reached' note shown as reached)."""
+    assert "ann-reach-default" in badge_html(Reach("default"), _render)
+    setting = badge_html(Reach("setting", '`preemption_mode="swap"`', "swap only"), _render)
+    assert "ann-reach-setting" in setting and 'reached only with <code>preemption_mode="swap"</code>' in setting
+    assert "swap only" in setting
+    unreached = badge_html(Reach("unreached", why="[fork_seq](https://example.org/x#L1) is never called"), _render)
+    assert "ann-reach-unreached" in unreached and "not reached from serving" in unreached
+    assert '<a href="https://example.org/x#L1">fork_seq</a>' in unreached
+
+
+def test_note_without_status_gets_the_file_default_or_nothing():
+    """Catches: the file default ignored (badge missing) or a badge invented for an unclassified note."""
+    note = Note("a", 1, 2, "0" * 12, "body")
+    assert "ann-reach-setting" in note_badge_html(_file(Reach("setting", "`VLLM_USE_V1=0`"), [note]), note, _render)
+    assert note_badge_html(_file(None, [note]), note, _render) == ""
+
+
+def test_legend_names_every_status_and_the_serving_path():
+    """Catches: a page with badges but no legend, or a legend that omits a status or the serving path."""
+    note = Note("a", 1, 2, "0" * 12, "body", reach=Reach("unreached", why="x"))
+    legend = legend_html(_file(None, [note], serving="the V0 engine (`VLLM_USE_V1=0`)"), _render)
+    for label in ("reached by default", "reached only with a setting", "not reached from serving"):
+        assert label in legend
+    assert "<code>VLLM_USE_V1=0</code>" in legend and "not classified" in legend
+    assert legend_html(_file(None, [Note("b", 1, 2, "0" * 12, "body")]), _render) == ""
