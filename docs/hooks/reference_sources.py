@@ -32,7 +32,7 @@ from docs.hooks.compare_page import Pair, Side, compare_src_uri, section_html
 from docs.hooks.reference_index import REPO, ReferenceIndex, Target, source_src_uri
 from docs.hooks.reference_page import Cite, anchor_ids, owner_anchor, render_module
 from docs.hooks.source_page import AnnotatedSourceError, page_src_uri
-from docs.hooks.source_set import SourceEntry, SourceSet
+from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
 from docs.hooks.sphinx_roles import convert_roles
 
 log = logging.getLogger("mkdocs.hooks.reference_sources")
@@ -191,8 +191,24 @@ def _render_module_page(module: str, page: Page, config: MkDocsConfig, files: Fi
     return render_module(source, render, cites, path.name)
 
 
-def _render_compare_page(entry: SourceEntry, page: Page, files: Files) -> str:
+def _note_body(entry: SourceEntry, note, page: Page, files: Files, md: markdown.Markdown) -> str:
+    """The note's own prose, rendered as on its annotated page (citations made site links)."""
     assert _site is not None
+
+    def resolve(version: str, path: str, note_id: str | None) -> str | None:
+        target = _site.sources.note_target(version, path, note_id)
+        url = None if target is None else _url(files, target, page)
+        return None if url is None else url + (f"#{note_id}" if note_id else "")
+
+    body, missing = rewrite_citations(note.body, resolve)
+    for cited in missing:
+        log.warning("%s: note `%s` cites %s, which is not an annotated note", entry.annotation.path, note.id, cited)
+    return md.reset().convert(body)
+
+
+def _render_compare_page(entry: SourceEntry, page: Page, config: MkDocsConfig, files: Files) -> str:
+    assert _site is not None
+    md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
     ann = entry.annotation
     up_fragments = highlight_lines(entry.data.decode("utf-8"), ann.upstream)
     up_page = _url(files, page_src_uri(ann.version, ann.upstream), page) or ""
@@ -215,6 +231,7 @@ def _render_compare_page(entry: SourceEntry, page: Page, files: Files) -> str:
                 Side(ref_title, ref_page, _site.module_fragments(target.module), start, end)))
         head = (f'<a class="ann-note-id" href="{escape(up_page)}#{escape(note.id)}"><code>{escape(note.id)}</code></a> '
                 f'<span class="cmp-refs">re-implemented by {", ".join(f"<code>{escape(r)}</code>" for r in note.refs)}</span>')
+        head += f'<div class="cmp-body ann-note-body">{_note_body(entry, note, page, files, md)}</div>'
         sections.append(section_html(note.id, head, pairs))
     return '<div class="cmp-page">' + "\n".join(sections) + "</div>"
 
@@ -234,7 +251,7 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     if uri.startswith("compare/"):
         for entry in _site.compare_entries():
             if compare_src_uri(entry.annotation.version, entry.annotation.upstream) == uri:
-                html = html.replace(f"<p>{COMPARE_MARKER}</p>", _render_compare_page(entry, page, files), 1)
+                html = html.replace(f"<p>{COMPARE_MARKER}</p>", _render_compare_page(entry, page, config, files), 1)
                 if page.present_anchor_ids is not None:
                     page.present_anchor_ids |= {n.id for n in ref_notes(entry)}
                 break

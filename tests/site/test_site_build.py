@@ -95,6 +95,11 @@ def test_note_links_resolve_to_pages_that_exist(tmp_path, monkeypatch, annotatio
     assert cmp, "the note has no side-by-side link"
     cmp_page = (page_dir / cmp[1] / "index.html").resolve().read_text()
     assert 'id="tiny.add"' in cmp_page and 'class="cmp-side cmp-reference"' in cmp_page
+    # the note's own prose is there too, its citation made a working link
+    section = re.search(r'<section class="cmp" id="tiny\.add">(.*?)</section>\s*(?:<section class="cmp"|</div>)', cmp_page, re.S)
+    assert section and "Adds; see" in section[1]
+    cited = re.search(r'Adds; see <a href="([^"#]+)#twice\.body"', section[1])
+    assert cited and 'id="twice.body"' in ((page_dir / cmp[1]).resolve() / cited[1] / "index.html").resolve().read_text()
 
 
 def test_other_pages_can_link_to_note_and_line_anchors(tmp_path, monkeypatch, annotation_root, fake_upstream) -> None:
