@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -119,7 +120,8 @@ def library_headers(roots: list[Path], families=LIBRARY_HEADERS) -> dict[str, Pa
 def cudart_library(roots: list[Path]) -> Path | None:
     """The pip package's ``libcudart.so.<major>`` (the runtime torch loads), if there is one."""
     for root in roots:
-        for lib in sorted([*root.glob("*/lib/libcudart.so.*"), *root.glob("*/*/lib/libcudart.so.*")]):
+        libs = [*root.glob("*/lib/libcudart.so.*"), *root.glob("*/*/lib/libcudart.so.*")]
+        for lib in sorted(libs):
             if re.fullmatch(r"libcudart\.so\.\d+", lib.name):
                 return lib
     return None
@@ -243,6 +245,10 @@ def compile_extension(csrc: Path, work: Path, settings: dict, verbose: bool):
 
     # cpp_extension reads CUDA_HOME once, when first imported (perhaps before build() set it).
     cpp_extension.CUDA_HOME = settings["cuda_home"]
+    # It runs `ninja` from the PATH: the environment's own (the ninja pip package) if not active.
+    env_bin = str(Path(sys.executable).parent)
+    if env_bin not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = env_bin + os.pathsep + os.environ.get("PATH", "")
     headers = link_folder(work / "library-headers",
                           {n: Path(p) for n, p in settings["library_headers"].items()})
     ldflags = []
@@ -262,6 +268,44 @@ def registered_ops(module) -> dict[str, str]:
     if missing:
         raise RuntimeError(f"the built launcher lacks {', '.join(missing)}")
     return {name: (getattr(module, name).__doc__ or "").strip().splitlines()[0] for name in OPS}
+
+
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_KINDS = {1: "ptx", 2: "cubin"}
+
+
+def fatbin_entries(so_file: Path) -> list[tuple[str, int]]:
+    """(kind, sm) of every device-code entry in the ``.nv_fatbin`` section of a built library,
+    e.g. ``[("cubin", 90)]``: what the GPU would load, read without a driver (or cuobjdump)."""
+    data = Path(so_file).read_bytes()
+    if data[:5] != b"\x7fELF\x02":
+        raise ValueError(f"{so_file}: not a 64-bit ELF file")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names = sections[shstrndx][4]
+
+    def name(offset):
+        return data[names + offset:data.index(b"\0", names + offset)].decode()
+
+    entries = []
+    for sh_name, _, _, _, offset, size in sections:
+        if name(sh_name) != ".nv_fatbin":
+            continue
+        at, end = offset, offset + size
+        while at + 16 <= end:
+            magic, _, header, fat_size = struct.unpack_from("<IHHQ", data, at)
+            if magic != FATBIN_MAGIC:
+                at += 8  # fat binaries are 8-byte aligned within the section
+                continue
+            entry = at + header
+            while entry < at + header + fat_size:
+                kind, _, entry_header, entry_size = struct.unpack_from("<HHIQ", data, entry)
+                sm, = struct.unpack_from("<I", data, entry + 28)
+                entries.append((FATBIN_KINDS.get(kind, f"kind {kind}"), sm))
+                entry += entry_header + entry_size
+            at += header + fat_size
+    return entries
 
 
 def check_argument_refusals(module) -> list[str]:
@@ -309,11 +353,17 @@ def ci(cache: Path | None = None, arch: str = CI_ARCH, verbose: bool = False) ->
     built = build(csrc, arch, cache, verbose=verbose, toolkit=toolkit)
     ops = registered_ops(built.module)
     refusals = check_argument_refusals(built.module)
+    so_file = built.folder / f"{EXTENSION}.so"
+    sm = int(arch.replace(".", ""))
+    device_code = fatbin_entries(so_file)
+    if ("cubin", sm) not in device_code:
+        raise RuntimeError(f"{so_file}: no sm_{sm} machine code inside (found {device_code})")
     how = ("loaded from the cache, not recompiled" if built.cached
            else f"compiled in {built.seconds:.0f} s")
     print(f"GPU launcher build: OK: {EXTENSION} for sm_{arch.replace('.', '')} with nvcc "
-          f"{toolkit.version}, {built.folder / (EXTENSION + '.so')} ({how}); ops "
-          f"{', '.join(ops)} registered; {len(refusals)} argument refusals checked without a GPU")
+          f"{toolkit.version}, {so_file} ({how}); device code "
+          f"{', '.join(f'{k} sm_{n}' for k, n in device_code)}; ops {', '.join(ops)} registered; "
+          f"{len(refusals)} argument refusals checked without a GPU")
     return 0
 
 

@@ -18,7 +18,7 @@ REQUIRED = ("attention/attention_kernels.cuh", "cache_kernels.cu", "cuda_compat.
 
 
 def cache_root() -> Path:
-    """``${PASTUDY_CACHE:-~/.cache/pagedattention-study}``: the project's cache, outside the clone."""
+    """``${PASTUDY_CACHE:-~/.cache/pagedattention-study}``: the project's cache (not in the clone)."""
     return Path(os.environ.get("PASTUDY_CACHE", Path.home() / ".cache" / "pagedattention-study"))
 
 

@@ -5,6 +5,7 @@ CI command's skip without nvcc. (The real build is the CI part ``python -m confo
 """
 
 import io
+import struct
 import tarfile
 from pathlib import Path
 
@@ -156,3 +157,41 @@ def test_registered_ops_names_what_is_missing():
     with pytest.raises(RuntimeError, match="paged_attention_v2, reshape_and_cache, "
                                            "reshape_and_cache_flash"):
         build.registered_ops(Module())
+
+
+def synthetic_library(entries: list[tuple[int, int]]) -> bytes:
+    """A minimal 64-bit ELF file with a ``.nv_fatbin`` section holding ``(kind, sm)`` entries
+    in the layout nvcc writes (fat binary header, then per entry a 64-byte header)."""
+    body = b""
+    for kind, sm in entries:
+        payload = b"\xab" * 24
+        header = bytearray(struct.pack("<HHIQ", kind, 0x101, 64, len(payload)).ljust(64, b"\0"))
+        struct.pack_into("<I", header, 28, sm)
+        body += bytes(header) + payload
+    fatbin = b"\0" * 8 + struct.pack("<IHHQ", build.FATBIN_MAGIC, 1, 16, len(body)) + body
+    names = b"\0.shstrtab\0.nv_fatbin\0"
+    names_at, fatbin_at = 64, 64 + 32
+    table_at = fatbin_at + len(fatbin) + (-len(fatbin) % 8)
+    elf = bytearray(b"\x7fELF\x02\x01\x01".ljust(64, b"\0"))
+    struct.pack_into("<Q", elf, 0x28, table_at)
+    struct.pack_into("<HHH", elf, 0x3A, 64, 3, 1)
+    elf += names.ljust(32, b"\0") + fatbin + b"\0" * (table_at - fatbin_at - len(fatbin))
+    section = "<IIQQQQIIQQ"
+    elf += struct.pack(section, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    elf += struct.pack(section, 1, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
+    elf += struct.pack(section, 11, 1, 2, 0, fatbin_at, len(fatbin), 0, 0, 8, 0)
+    return bytes(elf)
+
+
+def test_fatbin_entries_reads_the_architectures_built(tmp_path):
+    """Catches: a CI build that compiled for the wrong architecture (TORCH_CUDA_ARCH_LIST not
+    applied: the H200 would find no sm_90 code) being reported as fine, or PTX taken for
+    machine code."""
+    library = tmp_path / "lib.so"
+    library.write_bytes(synthetic_library([(2, 90)]))
+    assert build.fatbin_entries(library) == [("cubin", 90)]
+    library.write_bytes(synthetic_library([(1, 80), (2, 80)]))
+    assert build.fatbin_entries(library) == [("ptx", 80), ("cubin", 80)]
+    library.write_bytes(b"not an elf")
+    with pytest.raises(ValueError, match="not a 64-bit ELF"):
+        build.fatbin_entries(library)
