@@ -120,7 +120,7 @@ token granularity the figure would be {ideal.saved_kv_bytes / GIB:.2f} GiB; the 
 {(ideal.saved_kv_bytes - s.saved_kv_bytes) / GIB:.2f} GiB here.)
 
 **Prefill compute saved.** The weight matrices cost about 2 FLOPs per parameter per token:
-2 × {m.parameters:.0e} × {_n(s.saved_tokens)} ≈ **{s.saved_linear_flops:.3e} FLOPs**. Attention over
+2 × {m.parameters:.3g} × {_n(s.saved_tokens)} ≈ **{s.saved_linear_flops:.3e} FLOPs**. Attention over
 the shared prefix adds 4 × hidden ({m.hidden}) × layers ({m.layers}) × {_n(full_causal_pairs(s.shared_tokens))}
 causal pairs per request, {s.saved_attention_flops:.3e} FLOPs for the {s.requests - 1} requests —
 {100 * s.saved_attention_flops / s.saved_linear_flops:.1f}% on top, because a {s.shared_tokens}-token context is
@@ -154,8 +154,9 @@ the KV traffic. The often-quoted "~0.0005%" is one int32 against one token's ful
 (4 / {_n(kv_bytes_per_token(m))} = {100 * naive:.5f}%). It forgets that one entry serves {BLOCK_SIZE}
 tokens, which alone would make it {BLOCK_SIZE}× smaller, and it silently assumes a single read for
 all layers and heads; the kernel's real reuse lies somewhere between the rows above. What paging really costs is not these bytes but the scattered access pattern —
-which is why blocks are at least {BLOCK_SIZE} tokens: each block is a contiguous
-{2 * m.head_dim * m.dtype_bytes * BLOCK_SIZE:,}-byte run per head for K and V together, long enough
+which is why a block holds several tokens ({BLOCK_SIZE} by default; the 0.10.2 CUDA kernels accept 8, 16
+or 32): in their cache layout a {BLOCK_SIZE}-token block is a contiguous {m.head_dim * m.dtype_bytes * BLOCK_SIZE:,}-byte run per head
+for K and another for V ({2 * m.head_dim * m.dtype_bytes * BLOCK_SIZE:,} bytes together), long enough
 for coalesced loads.
 """
 
