@@ -58,7 +58,14 @@ def load_ops(mode: str = "auto", csrc: Path | None = None, cache: Path | None = 
     from conformance.gpu import build
     from conformance.gpu.csrc import check_csrc, pinned_csrc
 
-    source = check_csrc(csrc) if csrc is not None else pinned_csrc()
+    if csrc is not None:
+        source = check_csrc(csrc)
+    else:
+        try:
+            source = pinned_csrc()
+        except Exception as err:  # noqa: BLE001 - no cached sdist and no index (a bare GPU box)
+            raise RuntimeError(f"the pinned vLLM v0.10.2 csrc/ is not available here ({err}): "
+                               "pass --csrc PATH or set PASTUDY_VLLM_CSRC") from err
     built = build.build(source, arch or device_arch(), cache)
     how = "cached build" if built.cached else f"compiled in {built.seconds:.0f} s"
     return LoadedOps(built.module, f"launcher built from {source} ({how})",

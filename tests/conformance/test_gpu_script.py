@@ -199,3 +199,23 @@ def test_cuda_conformance_records_every_check_and_goes_on_after_a_failure(monkey
                                              "reshape_and_cache_classic",
                                              "reshape_and_cache_flash"}
     assert len(cc.configurations(seeds=2)) == 96
+
+
+def test_ops_without_vllm_or_sources_say_what_to_pass(monkeypatch):
+    """Catches: a bare GPU machine (no vLLM, no cached sdist, no index) failing deep in a
+    download with a network error instead of saying how to hand the lane the sources, and an
+    unknown mode being accepted."""
+    from conformance.gpu import ops
+
+    monkeypatch.setattr(ops, "vllm_ops", lambda: None)
+
+    def offline():
+        raise OSError("no route to the index")
+
+    monkeypatch.setattr(csrc, "pinned_csrc", offline)
+    with pytest.raises(RuntimeError, match="pass --csrc PATH or set PASTUDY_VLLM_CSRC"):
+        ops.load_ops("auto")
+    with pytest.raises(RuntimeError, match="--mode vllm"):
+        ops.load_ops("vllm")
+    with pytest.raises(ValueError, match="mode 'cpu'"):
+        ops.load_ops("cpu")
