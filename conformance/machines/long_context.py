@@ -13,8 +13,8 @@ same full-snapshot comparison after every op) and change only the sizes:
 * V1: sliding windows of 512 + r tokens for every residue r of the block size, groups in every
   order; V0: windows of 4096 + r.
 
-A run spends a bounded share of its time here: the property runs ``max(2, examples // 40)``
-examples of at most ``min(steps, 30)`` steps (each step compares snapshots of 100k+ blocks).
+A run spends a bounded share of its time here: the property runs ``max(2, examples // 50)``
+examples of at most ``min(steps, 25)`` steps (each step compares snapshots of 100k+ blocks).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ BIG_POOL = 100_001
 
 def budget(examples: int, steps: int) -> tuple[int, int]:
     """(examples, steps) for a real-size property given the command's budget."""
-    return max(2, examples // 40), min(steps, 30)
+    return max(2, examples // 50), min(steps, 25)
 
 
 def long_prompt(unit: list[int], length: int) -> list[int]:

@@ -88,6 +88,18 @@ class V1Policy:
     #   v0.33.0 vllm/v1/core/block_pool.py:277-282 (`if blk.is_null ...: continue`)
     cache_full_blocks_skips_null: bool
 
+    # Which layouts of several KV-cache groups the manager accepts with prefix caching on.
+    # False (v0.10.2): the hybrid coordinator needs exactly one kind of full-attention group
+    # and exactly one other kind, with the full-attention group ids not interleaved with the
+    # others ([full, sw] and [sw, full, full] pass; [sw, sw] and [sw, full, sw] are refused at
+    # construction). True: any layout (v0.33.0 accepts [sw, sw] and [sw, full, sw]).
+    #   v0.10.2 vllm/v1/core/kv_cache_coordinator.py:300-322 (the two kinds), 338-348
+    #   (interleaving); 422-435 (only the hybrid coordinator checks: one group, or caching off,
+    #   is never refused). Lifted in v0.14.0: its verify_and_split_kv_cache_groups
+    #   (kv_cache_coordinator.py:395) has neither check; v0.13.0 still has both (found by
+    #   reading each release's wheel, after the lockstep machine hit the refusal at v0.10.2).
+    hybrid_groups_any_layout: bool
+
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:
             raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")
@@ -104,6 +116,7 @@ V1_V0_33_0 = V1Policy(
     watermark_supported=True,
     evict_blocks_supported=True,
     cache_full_blocks_skips_null=True,
+    hybrid_groups_any_layout=True,
 )
 
 V1_V0_10_2 = V1Policy(
@@ -117,6 +130,7 @@ V1_V0_10_2 = V1Policy(
     watermark_supported=False,
     evict_blocks_supported=False,
     cache_full_blocks_skips_null=False,
+    hybrid_groups_any_layout=False,
 )
 
 # vLLM 0.17.1 .. 0.22.1 (measured at v0.20.2): v0.10.2's choices except two.
@@ -142,6 +156,7 @@ V1_V0_20_2 = V1Policy(
     watermark_supported=False,
     evict_blocks_supported=True,
     cache_full_blocks_skips_null=True,
+    hybrid_groups_any_layout=True,
 )
 
 # The releases between the pins, each the nearest measured policy with the fields that the

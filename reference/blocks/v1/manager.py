@@ -38,7 +38,7 @@ from reference.blocks.v1.cache_hit import longest_cache_hit
 from reference.blocks.v1.hashing import BlockHasher, LoRAIdentity, derive_none_hash, hash_function
 from reference.blocks.v1.request import RequestState, RequestStatus
 from reference.blocks.v1.single_type import GroupManager
-from reference.blocks.v1.specs import GroupSpec
+from reference.blocks.v1.specs import GroupSpec, hybrid_layout_problem
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,9 @@ class KVCacheManager:
             raise InvalidArgument(f"max_model_len must be a positive int, got {max_model_len!r}")
         if watermark < 0 or (watermark and not policy.watermark_supported):
             raise InvalidArgument(f"watermark {watermark!r} is not available under policy {policy.name}")
+        layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout)
+        if layout:
+            raise InvalidArgument(f"vLLM {policy.name} refuses these groups: {layout}")
         self.policy = policy
         self.block_size = groups[0].block_size
         self.max_model_len = max_model_len

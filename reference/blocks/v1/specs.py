@@ -41,3 +41,22 @@ class SlidingWindow:
 
 
 GroupSpec = FullAttention | SlidingWindow
+
+
+def hybrid_layout_problem(groups, enable_caching: bool, any_layout: bool) -> str | None:
+    """Why a release whose hybrid coordinator is restricted (``V1Policy.hybrid_groups_any_layout``
+    false) refuses this list of groups, or None when it accepts it.
+
+    Only several groups with prefix caching on are checked (one group, or caching off, uses a
+    coordinator without the check): exactly one kind of full-attention group and one other kind,
+    and the full-attention group ids all before or all after the others.
+    """
+    if any_layout or not enable_caching or len(groups) < 2:
+        return None
+    full = [i for i, g in enumerate(groups) if isinstance(g, FullAttention)]
+    other = [i for i, g in enumerate(groups) if not isinstance(g, FullAttention)]
+    if len({groups[i] for i in full}) != 1 or len({groups[i] for i in other}) != 1:
+        return "the hybrid coordinator needs exactly one kind of full-attention group and one other kind"
+    if not (max(full) < min(other) or max(other) < min(full)):
+        return "the hybrid coordinator needs the full-attention groups all before or all after the others"
+    return None
