@@ -110,9 +110,10 @@ class BlockPool:
         """Drop one reference from each block; those reaching zero join the free queue.
 
         ``ordered_blocks`` is in eviction priority (first = evicted first), which is why
-        requests free their tables tail first. One pass does the work, as vLLM's does; a block
-        whose count would go below zero stops it, the counts already dropped are put back and
-        :class:`DoubleFree` is raised, so a refused release changes nothing.
+        requests free their tables tail first. One pass does the work, as vLLM's does. A block
+        freed more often than it is referenced is noticed in that pass; then every count it
+        dropped is put back and :class:`DoubleFree` is raised, so a refused release changes
+        nothing (the free queue is only touched once the pass succeeded).
         """
         ordered = ordered_blocks if isinstance(ordered_blocks, list) else list(ordered_blocks)
         hashless_to_front = self.policy.free_hashless_blocks_to_front
@@ -120,32 +121,31 @@ class BlockPool:
         null_counted = self.policy.null_block_ref_counted
         released_first: list[KVBlock] = []
         released_last: list[KVBlock] = []
-        for position, block in enumerate(ordered):
+        overdrawn = None
+        for block in ordered:
             if block.is_null:
                 if null_counted:
                     block.ref_cnt -= 1
                 continue
             count = block.ref_cnt
-            if count < 1:
-                self._undo_release(ordered[:position])
-                raise DoubleFree(f"block {block.block_id} is freed more often than it is referenced")
             block.ref_cnt = count - 1
             if count == 1:
                 if all_to_front or (hashless_to_front and block.block_hash is None):
                     released_first.append(block)
                 else:
                     released_last.append(block)
+            elif count < 1 and overdrawn is None:
+                overdrawn = block
+        if overdrawn is not None:
+            for block in ordered:
+                if not block.is_null or null_counted:
+                    block.ref_cnt += 1
+            raise DoubleFree(f"block {overdrawn.block_id} is freed more often than it is referenced")
+        # Each released block had a reference until now, so it is neither queued nor repeated.
         if released_first:
-            self.free_queue.prepend_n(released_first)
+            self.free_queue.prepend_released(released_first)
         if released_last:
-            self.free_queue.append_n(released_last)
-
-    def _undo_release(self, done: list[KVBlock]) -> None:
-        """Give back the references a refused :meth:`free_blocks` had already dropped."""
-        null_counted = self.policy.null_block_ref_counted
-        for block in done:
-            if not block.is_null or null_counted:
-                block.ref_cnt += 1
+            self.free_queue.append_released(released_last)
 
     # -- cache maintenance --------------------------------------------------------------------
     def evict_blocks(self, block_ids: Iterable[int]) -> None:

@@ -102,6 +102,37 @@ class FreeBlockQueue:
         assert first is not None
         self._link_run(blocks, first)
 
+    def append_released(self, blocks: list[KVBlock]) -> None:
+        """:meth:`append_n` for blocks known to be out of the queue and distinct, unchecked.
+
+        The pool's release path uses it: a block whose last reference was just dropped had a
+        reference, so it was not queued, and it reaches zero once. vLLM links them the same way.
+        """
+        tail = self._tail
+        last = tail.prev_free
+        assert last is not None
+        for block in blocks:
+            last.next_free = block
+            block.prev_free = last
+            last = block
+        last.next_free = tail
+        tail.prev_free = last
+        self._size += len(blocks)
+
+    def prepend_released(self, blocks: list[KVBlock]) -> None:
+        """:meth:`prepend_n` for blocks known to be out of the queue and distinct, unchecked."""
+        head = self._head
+        first = head.next_free
+        assert first is not None
+        last = head
+        for block in blocks:
+            last.next_free = block
+            block.prev_free = last
+            last = block
+        last.next_free = first
+        first.prev_free = last
+        self._size += len(blocks)
+
     # -- internals ----------------------------------------------------------------------------
     def _link_run(self, blocks: list[KVBlock], successor: KVBlock) -> None:
         """Link ``blocks`` in order just before ``successor``, in one pass.

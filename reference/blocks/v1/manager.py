@@ -123,15 +123,22 @@ class KVCacheManager:
     def append_token_ids(self, request_id: str, token_ids: Sequence[int]) -> None:
         """A decode step produced ``token_ids``; hash any block they complete."""
         state = self._request(request_id)
-        if state.status is not RequestStatus.RUNNING or state.num_computed_tokens != state.num_tokens:
+        held = state.token_ids
+        num_tokens = len(held)
+        if state.status is not RequestStatus.RUNNING or state.num_computed_tokens != num_tokens:
             raise InvalidArgument(
                 f"request {request_id!r} cannot take output tokens: {state.num_computed_tokens} of "
-                f"{state.num_tokens} tokens computed, status {state.status.value}"
+                f"{num_tokens} tokens computed, status {state.status.value}"
             )
-        tokens = self._check_tokens(token_ids, state.num_tokens)
+        # One sampled token is the common case: checked without building a list or a set.
+        if (type(token_ids) is list and len(token_ids) == 1 and type(token_ids[0]) is int and token_ids[0] >= 0
+                and num_tokens < self.max_model_len):
+            tokens = token_ids
+        else:
+            tokens = self._check_tokens(token_ids, num_tokens)
         self._stamp += 1
-        state.token_ids.extend(tokens)
-        if len(state.token_ids) >= (len(state.block_hashes) + 1) * self.block_size:  # a block completed
+        held.extend(tokens)
+        if len(held) >= (len(state.block_hashes) + 1) * self.block_size:  # a block completed
             state.block_hashes.extend(
                 self.hasher.new_hashes(state.block_hashes, state.token_ids, state.cache_salt, state.lora)
             )
