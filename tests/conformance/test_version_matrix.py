@@ -70,3 +70,13 @@ def test_merge_orders_releases_numerically_and_partial_runs_keep_other_verdicts(
     got = matrix["releases"]["0.9.2"]
     assert got["properties"] == {"a": {"status": "passed"}, "b": {"status": "passed"}}
     assert got["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0}
+
+
+def test_env_must_hold_the_named_release(vm, monkeypatch, tmp_path):
+    """Catches: --env pointing at another release's environment and its verdicts filed under the wrong release."""
+    monkeypatch.setattr(vm, "probe_installed", lambda python, environ: "0.10.2")
+    with pytest.raises(SystemExit, match="does not have vLLM 0.33.0"):
+        vm.main(["--env", str(tmp_path), "0.33.0"])
+    assert not vm.MATRIX.exists()
+    with pytest.raises(SystemExit):
+        vm.main(["--env", str(tmp_path), "0.33.0", "0.10.2"])
