@@ -266,9 +266,10 @@ class PrefixCachingAllocator:
     def get_common_computed_block_ids(self, per_seq_ids: list[list[int]]) -> list[int]:
         """The computed prefix shared by all sequences of a group (``:603-622``)."""
         if len(per_seq_ids) == 1:
-            return list(per_seq_ids[0])
+            return per_seq_ids[0]  # as vLLM: the caller's own (fresh) list, not a copy of it
         # vLLM uses os.path.commonprefix, which returns '' for no lists; we return [] instead.
-        return list(commonprefix([ids for ids in per_seq_ids if ids]))
+        nonempty = [ids for ids in per_seq_ids if ids]
+        return commonprefix(nonempty) if nonempty else []  # a list slice: already a new list
 
     # -- access and computed marks ----------------------------------------------------------------
     def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
