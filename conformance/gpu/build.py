@@ -3,7 +3,8 @@ cached by content.
 
 The launcher ``#include``s vLLM's paged-attention and cache-write kernels from the pinned sources
 and instantiates only the configurations the GPU lane tests, for one architecture, so one
-translation unit is compiled (about 80-95 s on this project's 2-core workstation).
+translation unit is compiled: 80-95 s on this project's 2-core workstation when it is idle
+(issue 11's measurement), 390-450 s wall (about 2 minutes of CPU) while other jobs loaded it.
 
 Three facts about the toolchain decide the flags (measured with torch 2.13 and 2.14, nvcc 13.0):
 
