@@ -225,6 +225,8 @@ def cached_build(root: Path, key: str, compile_into, manifest: dict,
         work = root / f"{key}.partial-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
+        print(f"GPU launcher: no cached build {key}: compiling into {folder} (one translation "
+              "unit, 1-2 minutes on an idle machine)", file=sys.stderr, flush=True)
         started = time.time()
         try:
             module = compile_into(work)
