@@ -119,6 +119,9 @@ class Release:
     kernels: KernelApi | None
     # Releases in the range whose environment ran the conformance command.
     measured: tuple[str, ...] = ()
+    # Why the V1 machines cannot drive these releases' V1 manager although they have one (a
+    # harness gap, reported as a harness error, never as "not applicable"); None: they can.
+    v1_harness_gap: str | None = None
 
     def covers(self, version: str) -> bool:
         return version_key(self.first) <= version_key(version) <= version_key(self.last)
@@ -161,12 +164,17 @@ V0_API = V0Api(sequence_token_inputs=True)
 # environment ran the conformance command against it (conformance/reports/matrix.json).
 # 0.23.0 has no policy: it prepends freed hashless blocks only on the sliding-window manager's
 # paths, a variant no V1Policy models yet.
+_NO_BLOCK_HASHER = ("its requests carry no block_hasher (vllm/v1/request.py, before 0.10) and the V1 "
+                    "adapter builds requests only the 0.10+ way")
+
 RELEASES: tuple[Release, ...] = (
     # V0 block manager releases before V1's request block hasher (vllm/v1/request.py has no
     # block_hasher before 0.10): the V1 adapter cannot build their requests, so no V1 API.
     Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=None),
-    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10),
-    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10),
+    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10,
+            v1_harness_gap=_NO_BLOCK_HASHER),
+    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10,
+            v1_harness_gap=_NO_BLOCK_HASHER),
     Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API,
             kernels=KERNELS_0_10, measured=("0.10.2",)),
     Release("0.11.2", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
@@ -175,7 +183,10 @@ RELEASES: tuple[Release, ...] = (
     Release("0.14.1", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14),
     Release("0.17.1", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
             measured=("0.20.2",)),
-    Release("0.23.0", "0.23.0", v1_policy=None, v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
+    Release("0.23.0", "0.23.0", v1_policy=None, v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14,
+            v1_harness_gap="no V1Policy models its free-queue order yet (hashless blocks go to the front "
+                           "only on the sliding-window manager's paths: block_pool.py:419-440, "
+                           "single_type_kv_cache_manager.py:497-501, 764)"),
     Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
     Release("0.25.1", "0.28.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
     Release("0.29.0", "0.30.0", v1_policy="v0.29.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
@@ -233,15 +244,25 @@ class _PolicyNames(Mapping):
 V1_POLICY_NAMES: Mapping[str, str] = _PolicyNames()
 
 
+class HarnessError(RuntimeError):
+    """The installed release has the mechanism, but the harness cannot drive it (the reason)."""
+
+
 def installed_v1_policy_name() -> str:
-    """The reference policy name for the installed vLLM's V1 manager (NotApplicable without one)."""
+    """The reference policy name for the installed vLLM's V1 manager.
+
+    NotApplicable without vLLM or for a release outside the table; :class:`HarnessError` for a
+    release whose V1 manager the harness cannot drive yet (``Release.v1_harness_gap``).
+    """
     version, row = installed_release()
+    if row.v1_harness_gap is not None:
+        raise HarnessError(f"vLLM {version} has a V1 KVCacheManager, but {row.v1_harness_gap}")
     if row.v1_policy is None or row.v1_api is None:
         raise NotApplicable(f"vLLM {version} has no V1 reference policy in conformance/versions.py")
     return row.v1_policy
 
 
 __all__ = [
-    "V0Api", "V1Api", "KernelApi", "Release", "RELEASES", "installed_vllm_version", "installed_release",
+    "V0Api", "V1Api", "KernelApi", "Release", "RELEASES", "HarnessError", "installed_vllm_version", "installed_release",
     "installed_v1_policy_name", "release_row", "version_key", "V1_POLICY_NAMES",
 ]

@@ -62,10 +62,11 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
         # difference and its index); anything else -- including a kernel that left its output
         # untouched -- means the harness could not drive this release's kernel.
         divergence = isinstance(err, AssertionError) and not isinstance(err, checks.KernelDidNotRun)
-        kind = "divergence" if divergence else "harness error"
+        kind = "divergence" if divergence else "harness_error"
         case = {k: str(v) for k, v in (done["last"] or {}).items()}
         shown = ", ".join(f"{k}={v}" for k, v in case.items())
-        return Result(False, done["n"], 0, f"{kind} on the shrunk case ({shown}): {type(err).__name__}: {err}"[:3000],
+        return Result(False, done["n"], 0, f"{kind.replace('_', ' ')} on the shrunk case ({shown}): "
+                      f"{type(err).__name__}: {err}"[:3000],
                       {"case": case, "failure": kind})
     return Result(True, done["n"], 0, f"vLLM {vk.kernels().version}: {done['n']} cases agree")
 

@@ -49,3 +49,19 @@ def test_at_an_intermediate_release_each_op_sequence_is_replayed_once(monkeypatc
                          sort_keys=True) for p in V1_TRACES}
     assert replayed.count("v0.20.2") == len(v1_ops) < len(V1_TRACES)
     assert result.passed
+
+
+def test_a_release_the_v1_harness_cannot_drive_is_a_harness_error_not_a_pass(monkeypatch):
+    """Catches: V1 traces silently skipped at a release whose V1 manager the adapter cannot drive
+    (the corpus would pass on V0 traces alone)."""
+    from conformance.versions import HarnessError
+
+    def gap():
+        raise HarnessError("vLLM 0.9.2 has a V1 KVCacheManager, but no block_hasher")
+
+    monkeypatch.setattr(corpus, "installed_policy", gap)
+    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.9.2")
+    monkeypatch.setattr(corpus, "replay", lambda trace: (len(trace["ops"]), None))
+    result = corpus.run_corpus()
+    assert not result.passed and result.extra["failure"] == "harness_error"
+    assert "no block_hasher" in result.detail and f"{len(corpus.corpus()) - len(V1_TRACES)} traces replayed" in result.detail

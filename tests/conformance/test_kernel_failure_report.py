@@ -56,7 +56,7 @@ def test_a_kernel_that_cannot_be_driven_is_a_harness_error(fake_vllm, monkeypatc
         raise TypeError("chunked_prefill_paged_decode() got an unexpected keyword argument 'x'")
 
     result = run_with(monkeypatch, check)
-    assert result.extra["failure"] == "harness error"
+    assert result.extra["failure"] == "harness_error"
     assert result.detail.startswith("harness error on the shrunk case (lens=[1], block_size=8, seed=0): TypeError")
 
 
@@ -65,4 +65,4 @@ def test_a_kernel_that_did_not_run_is_a_harness_error(fake_vllm, monkeypatch):
     def check(case):
         raise checks.KernelDidNotRun("every output is still NaN")
 
-    assert run_with(monkeypatch, check).extra["failure"] == "harness error"
+    assert run_with(monkeypatch, check).extra["failure"] == "harness_error"

@@ -86,3 +86,14 @@ def test_no_version_string_comparisons_outside_the_table():
                 if pattern.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_a_v1_manager_the_adapter_cannot_drive_is_a_harness_error(monkeypatch):
+    """Catches: a release that has the V1 manager reported "not applicable" because the harness
+    cannot build its requests (only a missing mechanism may be not applicable)."""
+    fake_installed(monkeypatch, "0.9.2")
+    with pytest.raises(versions.HarnessError, match="has a V1 KVCacheManager, but"):
+        versions.installed_v1_policy_name()
+    fake_installed(monkeypatch, "0.7.3")
+    with pytest.raises(NotApplicable, match="no V1 reference policy"):
+        versions.installed_v1_policy_name()
