@@ -90,7 +90,7 @@ def test_workloads_exercise_what_they_claim():
     assert counts["chunked_prefill"]["schedule"] > 2 * SMALL  # several chunks per prompt
     shared = make_trace("shared_prefix", SMALL, V1_V0_33_0)
     side = ReferenceSide(V1_V0_33_0)
-    manager, ids = side.prepare(shared)
+    manager, ids, _ = side.prepare(shared)
     hits = 0
     for op in shared.ops:  # replay by hand, counting tokens served from the prefix cache
         if op[0] == SCHEDULE and op[3]:
