@@ -488,9 +488,7 @@ def scaling_plot(name: str, results: Scaling) -> str:
     lo_y, hi_y = math.log10(min(values)), math.log10(max(values))
     if hi_y - lo_y < 0.5:
         lo_y, hi_y = lo_y - 0.25, hi_y + 0.25
-    lo_x, hi_x = math.log2(contexts[0]), math.log2(contexts[-1])
-    if hi_x == lo_x:
-        lo_x, hi_x = lo_x - 1, hi_x + 1
+    lo_x, hi_x = math.log2(contexts[0]) - 0.3, math.log2(contexts[-1]) + 0.3  # points off the frame
     inner_w, inner_h = PLOT_W - MARGIN_L - MARGIN_R, PLOT_H - MARGIN_T - MARGIN_B
 
     def xy(c: float, v: float) -> tuple[float, float]:
@@ -523,8 +521,9 @@ def scaling_plot(name: str, results: Scaling) -> str:
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dashed} points="'
                      + " ".join(f"{x},{y}" for x, y in coords) + '"/>')
         parts += [f'<circle cx="{x}" cy="{y}" r="3" fill="{colour}"/>' for x, y in coords]
-        parts.append(f'<text x="{PLOT_W - MARGIN_R - 4}" y="{MARGIN_T + 12 + 12 * index}" text-anchor="end" '
-                     f'fill="{colour}">{_cell(_side(side))}</text>')
+        # The legend sits in the title row, right-aligned, one side after the other.
+        parts.append(f'<text x="{PLOT_W - MARGIN_R - 70 * (len(series) - 1 - index)}" y="14" text-anchor="end" '
+                     f'fill="{colour}">{"—" if not dash else "- -"} {_cell(_side(side))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
