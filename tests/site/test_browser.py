@@ -409,30 +409,8 @@ def test_no_raw_sphinx_roles_outside_code_listings() -> None:
 
 # --- trace explorer -------------------------------------------------------------------------------
 
-def allow_adapter_imports() -> None:
-    """Make ``conformance.adapters.reference_v*`` importable in the browser environment.
-
-    The adapters import ``conformance.lockstep``, whose module-level import of Hypothesis's
-    ``RuleBasedStateMachine`` is the only Hypothesis name needed to import them; the browser
-    environment has no Hypothesis, so a stand-in base class is installed for that import (nothing
-    of Hypothesis runs here: only ``apply`` and ``snapshot`` of the reference systems)."""
-    import sys
-    import types
-
-    try:
-        import hypothesis.stateful  # noqa: F401
-    except ModuleNotFoundError:
-        stateful = types.ModuleType("hypothesis.stateful")
-        stateful.RuleBasedStateMachine = object
-        package = types.ModuleType("hypothesis")
-        package.stateful = stateful
-        sys.modules.setdefault("hypothesis", package)
-        sys.modules.setdefault("hypothesis.stateful", stateful)
-
-
 def reference_system(trace: dict):
     """The reference system of a trace, as the conformance adapters build it."""
-    allow_adapter_imports()
     if trace["semantics"] == "v1":
         from conformance.adapters.reference_v1 import ReferenceV1System
 
@@ -529,7 +507,6 @@ def test_trace_explorer_steps_with_keys_and_deep_links_and_shows_the_reference_s
 
 def test_trace_explorer_on_a_phone_shows_copy_on_write(browser, base_url) -> None:
     """Catches: an explorer unreadable on a phone (wider than the screen), or copy-on-write not shown."""
-    allow_adapter_imports()
     from docs.hooks.trace_steps import SEED_DEMO_TRACE
 
     SHOTS.mkdir(parents=True, exist_ok=True)
