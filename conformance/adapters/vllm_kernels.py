@@ -34,7 +34,7 @@ from typing import Callable
 import torch
 
 from conformance.lockstep import NotApplicable
-from conformance.versions import KernelApi
+from conformance.versions import HarnessError, KernelApi
 
 
 def prepare() -> None:
@@ -86,13 +86,16 @@ _CACHE: dict[str, VllmKernels] = {}
 
 
 def _import(name: str):
+    """The module, None where the release has no such module; HarnessError if importing fails."""
     import importlib
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:
         if err.name is not None and name.startswith(err.name):
             return None  # the release has no such module
-        raise
+        raise HarnessError(f"importing {name} failed: {type(err).__name__}: {err}") from err
+    except Exception as err:  # e.g. a dependency newer than the release breaks vLLM's import
+        raise HarnessError(f"importing {name} failed: {type(err).__name__}: {err}") from err
 
 
 def kernels() -> VllmKernels:

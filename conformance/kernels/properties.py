@@ -71,6 +71,24 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
     return Result(True, done["n"], 0, f"vLLM {vk.kernels().version}: {done['n']} cases agree")
 
 
+def harness_guarded(run):
+    """A property run where a HarnessError (vLLM's kernels could not even be imported or
+    called) becomes a failed result of kind ``harness_error`` instead of ending the command."""
+    import functools
+
+    from conformance.versions import HarnessError
+
+    @functools.wraps(run)
+    def guarded(*args, **kwargs) -> Result:
+        try:
+            return run(*args, **kwargs)
+        except HarnessError as err:
+            return Result(False, 0, 0, f"harness error (not a verdict on vLLM or the reference): {err}",
+                          {"failure": "harness_error"})
+    return guarded
+
+
+@harness_guarded
 def run_cache_write(examples: int, steps: int = 0, progress=None) -> Result:
     from conformance.adapters import vllm_kernels as vk
 
@@ -81,11 +99,13 @@ def run_cache_write(examples: int, steps: int = 0, progress=None) -> Result:
                            progress)
 
 
+@harness_guarded
 def run_unified(examples: int, steps: int = 0, progress=None) -> Result:
     return _run_hypothesis("flash_attention_case", "check_unified_attention", examples,
                            progress)
 
 
+@harness_guarded
 def run_paged_2d(examples: int, steps: int = 0, progress=None) -> Result:
     return _run_hypothesis("classic_attention_case", "check_paged_attention_2d", examples,
                            progress)

@@ -66,3 +66,24 @@ def test_a_kernel_that_did_not_run_is_a_harness_error(fake_vllm, monkeypatch):
         raise checks.KernelDidNotRun("every output is still NaN")
 
     assert run_with(monkeypatch, check).extra["failure"] == "harness_error"
+
+
+def test_a_vllm_that_fails_to_import_is_a_harness_error_not_a_crash(monkeypatch):
+    """Catches: one property's import error (a too-new dependency breaking vLLM's import) ending
+    the whole conformance command with no report."""
+    import importlib
+
+    def broken(name):
+        raise ValueError("'aimv2' is already used by a Transformers config")
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    from conformance.versions import HarnessError
+
+    with pytest.raises(HarnessError, match="importing vllm.x failed: ValueError"):
+        vk._import("vllm.x")
+
+    def failing(examples, steps=0, progress=None):
+        vk._import("vllm.x")
+
+    result = properties.harness_guarded(failing)(3)
+    assert not result.passed and result.extra["failure"] == "harness_error" and "aimv2" in result.detail
