@@ -37,20 +37,23 @@ class Block:
         self.extra_hash = extra_hash if hashing else None
         self.computed = False
         self._hash: Optional[int] = None
-        self._num_tokens_total = 0
-        self._update_num_tokens_total()
+        self._num_tokens_total: Optional[int] = None
+        if hashing:
+            self._update_num_tokens_total()
 
     def _update_num_tokens_total(self) -> None:
-        # Kept up to date on construction and on every append, never recomputed by walking the
-        # chain: vLLM does the same (prefix_caching_block.py:797-812, :849), and a walk per
-        # block made freeing a sequence quadratic (and recursive) in its length.
+        # A hashing block keeps its count up to date on construction and on every append, never
+        # recomputing it by walking the chain: vLLM's PrefixCachingBlock does the same
+        # (prefix_caching_block.py:797-812, :849), and a walk per block made freeing a sequence
+        # quadratic (and recursive) in its length. Naive blocks, like vLLM's NaiveBlock, keep none.
         before = self.prev.num_tokens_total if self.prev is not None else 0
         self._num_tokens_total = before + len(self.token_ids)
 
     def extend(self, token_ids: list[int]) -> None:
         """Write ``token_ids`` after the block's tokens (the caller checked they fit)."""
         self.token_ids.extend(token_ids)
-        self._update_num_tokens_total()
+        if self.hashing:
+            self._update_num_tokens_total()
 
     @property
     def num_empty_slots(self) -> int:
@@ -64,10 +67,16 @@ class Block:
     def num_tokens_total(self) -> int:
         """Tokens from the start of the sequence up to and including this page.
 
-        As in vLLM, the count is the previous page's count when this page was built or last
-        written, plus this page's tokens; pages are written front to back, so it is exact.
+        As in vLLM, a hashing page's count is the previous page's count when this page was built
+        or last written, plus this page's tokens; pages are written front to back, so it is exact.
         """
-        return self._num_tokens_total
+        if self._num_tokens_total is not None:
+            return self._num_tokens_total
+        total, block = 0, self  # a naive block: count along the chain (nothing on a hot path asks)
+        while block is not None:
+            total += len(block.token_ids)
+            block = block.prev
+        return total
 
     @property
     def content_hash(self) -> Optional[int]:
