@@ -218,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = {"found": found, "generation": generation, "policy": policy_name, "sides": labels,
                   "pool_blocks": args.pool, "block_size": BLOCK_SIZE, "seqs": args.seqs, "decode": args.decode,
                   "chunk": args.chunk, "repeats": args.repeats, "seed": args.seed,
-                  "python": platform.python_version(), "contexts": entries, "targets_not_met": misses}
+                  "python": platform.python_version(), "contexts": entries, "targets_not_met": misses,
+                  "profiles": profiles}
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=2)
     return 1 if any(e["problems"] for e in entries) else 0

@@ -376,6 +376,7 @@ class Scaling:
     python: str
     points: list[ScalingPoint]
     not_met: list[str]
+    profiles: dict[str, str] = field(default_factory=dict)  # "context/side" -> cProfile text
 
 
 def _scaling_point(raw: object, sides: list[str], where: str) -> ScalingPoint:
@@ -406,6 +407,12 @@ def _scaling_point(raw: object, sides: list[str], where: str) -> ScalingPoint:
                         [_text(p, f"{where}.problems entry") for p in problems])
 
 
+def _profiles(raw: object) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ResultsError("'profiles' is not an object")
+    return {_text(k, "'profiles' key"): _text(v, f"profile {k}") for k, v in raw.items()}
+
+
 def read_scaling(path: Path) -> Scaling:
     """Parse one scaling results file; raise :class:`ResultsError` naming the file and the defect."""
     try:
@@ -432,6 +439,7 @@ def read_scaling(path: Path) -> Scaling:
             repeats=_integer(raw.get("repeats"), "'repeats'"), python=_text(raw.get("python"), "'python'"),
             points=[_scaling_point(c, list(sides), f"contexts[{i}]") for i, c in enumerate(contexts)],
             not_met=[_text(m, "'targets_not_met' entry") for m in not_met],
+            profiles=_profiles(raw.get("profiles", {})),
         )
     except ResultsError as err:
         raise ResultsError(f"{path.name}: not a scaling report: {err}") from None
@@ -567,6 +575,9 @@ def scaling_section(bench: ScalingBench, root: Path) -> str:
     elif len(results.sides) == 2:
         out.append("Targets met in this run: every operation at least 1.0x vLLM's speed at every size, "
                    "no ratio falling by more than 10% from one size to the next.\n")
+    for key, text in results.profiles.items():
+        out.append(f'??? info "cProfile of one replay: {_cell(key)}"\n'
+                   + _indent("```text\n" + text.strip("\n") + "\n```") + "\n")
     return "\n".join(out)
 
 

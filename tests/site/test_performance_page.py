@@ -247,6 +247,7 @@ def scaling_report(found="vLLM 0.33.0 installed: reference (policy v0.33.0) vs v
     return {"found": found, "generation": "v1", "policy": "v0.33.0", "sides": ["reference", "vllm"],
             "pool_blocks": 100000, "block_size": 16, "seqs": 4, "decode": 256, "chunk": 2048, "repeats": 3,
             "seed": 0, "python": "3.11.7", "targets_not_met": list(not_met),
+            "profiles": {"131072/reference": "   ncalls  tottime\n     4    0.025 free_blocks\n"},
             "contexts": [point(4096, 50.0, 60.0), point(131072, 1600.0, 1200.0)]}
 
 
@@ -261,6 +262,7 @@ def test_scaling_section_shows_each_figure_a_plot_and_the_misses(tmp_path):
     assert "| 128k | 120 | 250 |" in part
     assert part.count("<svg") == 1 and part.count("<polyline") == 2
     assert "Targets not met" in part and "0.75x of vLLM" in part
+    assert 'cProfile of one replay: 131072/reference' in part and "0.025 free_blocks" in part
     assert "Not measured" in md[md.index(f"### {SCALING_0102.title}"):]  # the other file is missing
 
 
