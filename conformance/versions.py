@@ -100,6 +100,10 @@ class KernelApi:
     paged_2d_masks_tail: bool
     # The same for the unified attention kernels (``tile_mask`` on the K/V loads).
     unified_masks_tail: bool
+    # ``chunked_prefill_paged_decode``'s module binds ``use_rocm_custom_paged_attention`` when it
+    # is imported (``from vllm.platforms.rocm import ...`` at the top, before 0.10); False: the
+    # function imports it at call time.
+    paged_2d_rocm_check_bound_at_import: bool
     # ``unified_attention`` takes the split-K arguments (``seq_threshold_3D``,
     # ``num_par_softmax_segments`` and the three ``softmax_segm_*`` buffers).
     unified_split_k_args: bool
@@ -150,7 +154,10 @@ V1_API_0_24 = replace(V1_API_0_23, manager_watermark_arg=True, allocate_has_sche
 # Kernel facts read from each release's sdist (where the three modules are; ``tile_mask`` /
 # ``kv_load_mask`` on the K/V loads; ``seq_threshold_3D`` in unified_attention's signature).
 KERNELS_0_10 = KernelApi(ops_package="vllm.attention.ops", paged_2d_masks_tail=False,
-                         unified_masks_tail=False, unified_split_k_args=False)
+                         unified_masks_tail=False, unified_split_k_args=False,
+                         paged_2d_rocm_check_bound_at_import=False)
+# 0.8.5.post1, 0.9.2: chunked_prefill_paged_decode.py:14 imports the ROCm check at module load.
+KERNELS_0_9 = replace(KERNELS_0_10, paged_2d_rocm_check_bound_at_import=True)
 KERNELS_0_11 = replace(KERNELS_0_10, unified_masks_tail=True)
 KERNELS_0_13 = replace(KERNELS_0_11, unified_split_k_args=True)
 KERNELS_0_14 = replace(KERNELS_0_13, ops_package="vllm.v1.attention.ops")
@@ -171,10 +178,10 @@ RELEASES: tuple[Release, ...] = (
     # V0 block manager releases before V1's request block hasher (vllm/v1/request.py has no
     # block_hasher before 0.10): the V1 adapter cannot build their requests, so no V1 API.
     Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=None),
-    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10,
+    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_9,
             v1_harness_gap=_NO_BLOCK_HASHER),
-    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_10,
-            v1_harness_gap=_NO_BLOCK_HASHER),
+    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_9,
+            v1_harness_gap=_NO_BLOCK_HASHER, measured=("0.9.2",)),
     Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API,
             kernels=KERNELS_0_10, measured=("0.10.2",)),
     Release("0.11.2", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),

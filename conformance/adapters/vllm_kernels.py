@@ -13,7 +13,9 @@ GPU, and each gets one narrow, temporary shim here:
 2. ``chunked_prefill_paged_decode`` imports ``vllm.platforms.rocm`` at call time to ask whether a
    ROCm-only kernel should be used; in v0.33.0 importing that module queries the CUDA device and
    fails. :func:`_no_rocm_query` installs, for the duration of one call, a stand-in module whose
-   only function answers "no" -- the answer a non-ROCm platform gives.
+   only function answers "no" -- the answer a non-ROCm platform gives. Before 0.10 the module
+   binds that function when it is imported, and the function asks the CUDA device for its
+   architecture; :func:`_no_bound_rocm_query` gives the same answer there for one call.
 3. ``triton_reshape_and_cache_flash`` (v0.33.0) asks ``torch.cuda.get_device_capability`` to size
    its tiles. :func:`_answer_capability` answers ``(9, 0)`` for the duration of one call.
 
@@ -156,6 +158,23 @@ def _no_rocm_query():
 
 
 @contextlib.contextmanager
+def _no_bound_rocm_query(k: "VllmKernels"):
+    """The same answer where the module bound the ROCm check at import
+    (``KernelApi.paged_2d_rocm_check_bound_at_import``): that check asks the CUDA device for its
+    architecture name and fails on a machine without one."""
+    if not k.api.paged_2d_rocm_check_bound_at_import or torch.cuda.is_available():
+        yield
+        return
+    module = sys.modules[k.chunked_prefill_paged_decode.__module__]
+    original = module.use_rocm_custom_paged_attention
+    module.use_rocm_custom_paged_attention = lambda *args, **kwargs: False
+    try:
+        yield
+    finally:
+        module.use_rocm_custom_paged_attention = original
+
+
+@contextlib.contextmanager
 def _answer_capability(capability=(9, 0)):
     """While active on a GPU-less machine, ``torch.cuda.get_device_capability`` returns a value."""
     if torch.cuda.is_available():
@@ -229,7 +248,7 @@ def paged_attention_2d(query, key_cache, value_cache, block_tables, seq_lens, sc
     out = torch.full_like(query, float("nan"))
     new_kv = torch.zeros((num_seqs, num_kv_heads, head_size), dtype=query.dtype,
                          device=query.device)  # the step's own K/V: already in the cache
-    with _no_rocm_query():
+    with _no_rocm_query(), _no_bound_rocm_query(k):
         k.chunked_prefill_paged_decode(
             query=query, key=new_kv, value=new_kv.clone(), output=out, kv_cache_dtype="auto",
             key_cache=key_cache, value_cache=value_cache, block_table=block_tables,

@@ -1,0 +1,45 @@
+"""The narrow shims that let vLLM's Triton kernels run on a CPU, per release (KernelApi fields)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+
+from conformance.adapters import vllm_kernels as vk
+from conformance.versions import KERNELS_0_9, KERNELS_0_10
+
+
+def fake_release(api, monkeypatch):
+    module = types.ModuleType("fake_chunked_prefill_paged_decode")
+
+    def asks_the_gpu(*args, **kwargs):
+        raise RuntimeError("Found no NVIDIA driver on your system")
+
+    module.use_rocm_custom_paged_attention = asks_the_gpu
+
+    def chunked_prefill_paged_decode():
+        return module.use_rocm_custom_paged_attention()
+
+    chunked_prefill_paged_decode.__module__ = module.__name__
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module, types.SimpleNamespace(api=api, chunked_prefill_paged_decode=chunked_prefill_paged_decode)
+
+
+def test_rocm_check_bound_at_import_answers_no_for_one_call(monkeypatch):
+    """Catches: 0.9.2's paged_attention_2d failing with 'Found no NVIDIA driver' (its module binds
+    the ROCm check, which queries the GPU, at import), or the stand-in left in place afterwards."""
+    module, k = fake_release(KERNELS_0_9, monkeypatch)
+    original = module.use_rocm_custom_paged_attention
+    with vk._no_bound_rocm_query(k):
+        assert k.chunked_prefill_paged_decode() is False
+    assert module.use_rocm_custom_paged_attention is original
+
+
+def test_releases_that_import_the_check_at_call_time_are_left_alone(monkeypatch):
+    """Catches: the shim patching a module attribute that the release does not use."""
+    module, k = fake_release(KERNELS_0_10, monkeypatch)
+    original = module.use_rocm_custom_paged_attention
+    with vk._no_bound_rocm_query(k):
+        assert module.use_rocm_custom_paged_attention is original
+    assert dataclasses.replace(KERNELS_0_10, paged_2d_rocm_check_bound_at_import=True) == KERNELS_0_9
