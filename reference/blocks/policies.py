@@ -215,6 +215,17 @@ V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
         "v0.13.0 block_pool.py:209-260 has no such check",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.cache_full_blocks",)),
     FieldChange(
+        "hybrid_groups_any_layout", "0.14.0", True,
+        "with prefix caching and several KV-cache groups, the coordinator no longer refuses a "
+        "layout with no full-attention group, two kinds of window, or full-attention groups "
+        "interleaved with the others ([sw, full, sw]).",
+        "models with several kinds of local attention (and interleaved layer groups) need a "
+        "prefix-cache hit computed across all of them; the old coordinator merged exactly two "
+        "hit lists, one full and one other, in a fixed order.",
+        "v0.14.0 vllm/v1/core/kv_cache_coordinator.py:395 (verify_and_split_kv_cache_groups, "
+        "neither check); before: v0.13.0 and v0.10.2 kv_cache_coordinator.py:300-322, 338-348",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
+    FieldChange(
         "free_hashless_blocks_to_front", "0.24.0", True,
         "free_blocks puts freed blocks that carry no hash at the front of the free queue "
         "(prepend_n), hashed ones still at the tail. (v0.23.0 did this only on the sliding-window "

@@ -53,7 +53,8 @@ def test_v0_20_2_policy_differs_from_both_pins_where_the_sources_say():
     """Catches: the v0.20.2 policy drifting from what its comment cites (fields copied wrongly)."""
     differs_from_10 = {f.name for f in dataclasses.fields(V1Policy)
                        if getattr(V1_V0_20_2, f.name) != getattr(V1_V0_10_2, f.name)} - {"name"}
-    assert differs_from_10 == {"evict_blocks_supported", "cache_full_blocks_skips_null", "lora_extra_key"}
+    assert differs_from_10 == {"evict_blocks_supported", "cache_full_blocks_skips_null", "lora_extra_key",
+                              "hybrid_groups_any_layout"}
     assert V1_POLICIES["v0.20.2"] is V1_V0_20_2
 
 
