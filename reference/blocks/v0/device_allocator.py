@@ -119,6 +119,9 @@ class DeviceAllocator:
     def find_cached_blocks_prefix(self, block_hashes: list[int]) -> list[int]:
         return self.gpu.find_cached_blocks_prefix(block_hashes)
 
+    def num_cached_blocks_prefix(self, block_hashes: list[int]) -> int:
+        return self.gpu.num_cached_blocks_prefix(block_hashes)
+
     def get_prefix_cache_hit_rate(self, device: Device) -> float:
         return self.pool(device).get_prefix_cache_hit_rate()
 

@@ -252,6 +252,16 @@ class PrefixCachingAllocator:
 
         return block_hashes[:bisect_left(block_hashes, True, key=not_cached)]
 
+    def num_cached_blocks_prefix(self, block_hashes: list[int]) -> int:
+        """``len(find_cached_blocks_prefix(block_hashes))``, found by the same search, without
+        copying the prefix out: the scheduler asks for this count every step, and the copy
+        would cost time growing with the context."""
+        def not_cached(h: int) -> bool:
+            block_id = self.cached.get(h)
+            return block_id is None or not self.is_block_computed(block_id)
+
+        return bisect_left(block_hashes, True, key=not_cached)
+
     def get_num_full_blocks_touched(self, blocks: list[Block]) -> int:
         """Full pages a swap would need a fresh page for: uncached, or cached but parked."""
         count = 0

@@ -48,7 +48,8 @@ class ComputedBlocksTracker:
         previous = self.seq_num_cached.get(seq.seq_id)
         if previous is not None and seq.is_prefill:
             return previous
-        cached = len(self.allocator.find_cached_blocks_prefix(self.seq_hashes[seq.seq_id]))
+        # vLLM takes len() of the found prefix (prefix_caching_block.py:1076-1077); the count alone is the same.
+        cached = self.allocator.num_cached_blocks_prefix(self.seq_hashes[seq.seq_id])
         self.seq_num_cached[seq.seq_id] = cached * self.block_size
         return cached * self.block_size
 
