@@ -25,7 +25,7 @@ if importlib.util.find_spec("vllm") is None:
                 allow_module_level=True)
 
 from conformance.adapters import vllm_kernels as vk  # noqa: E402
-from conformance.kernels import properties  # noqa: E402
+from conformance.kernels import checks, properties  # noqa: E402
 from conformance.lockstep import NotApplicable  # noqa: E402
 from conformance.properties import all_properties  # noqa: E402
 
@@ -42,7 +42,9 @@ def test_cpu_lane_property_passes(name):
     except NotApplicable as reason:
         unavailable(str(reason), name)
     assert result.passed, result.detail
-    assert result.examples == 6
+    strategy = {"kernel.unified_attention": "flash_attention_case",
+                "kernel.paged_attention_2d": "classic_attention_case"}.get(name, "")
+    assert result.examples == 6 + len(checks.forced_cases(strategy))
 
 
 def test_vllm_kernels_really_run():
