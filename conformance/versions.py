@@ -197,7 +197,9 @@ RELEASES: tuple[Release, ...] = (
     Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
     Release("0.25.1", "0.28.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
     Release("0.29.0", "0.30.0", v1_policy="v0.29.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
-    Release("0.31.0", "0.32.0", v1_policy="v0.31.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.31.0", "0.31.0", v1_policy="v0.31.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.32.0", "0.32.0", v1_policy="v0.32.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
+            measured=("0.32.0",)),
     Release("0.33.0", "0.33.0", v1_policy="v0.33.0", v1_api=V1_API_0_24, v0_api=None,
             kernels=KERNELS_0_25, measured=("0.33.0",)),
 )

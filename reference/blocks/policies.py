@@ -173,8 +173,14 @@ V1_V0_29_0 = replace(V1_V0_24_0, name="v0.29.0", none_hash_default_seed="vllm-no
 V1_V0_31_0 = replace(V1_V0_29_0, name="v0.31.0", tagged_extra_keys=True, lora_extra_key="tagged",
                      zero_token_hit_adoption=True)
 
+# vLLM 0.32.0 (measured): v0.31.0's choices, but the null block's count does not move at a
+# sliding-window prefix hit (v1.sliding_window diverged at /blocks[0][0] under v0.31.0: vLLM 0,
+# reference 1). The first release with this behaviour is not bisected yet (after 0.20.2, which
+# was measured with the count moving; at or before 0.32.0).
+V1_V0_32_0 = replace(V1_V0_31_0, name="v0.32.0", null_block_ref_counted=False)
+
 V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (
-    V1_V0_33_0, V1_V0_31_0, V1_V0_29_0, V1_V0_24_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2)}
+    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_24_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2)}
 
 
 @dataclass(frozen=True)
@@ -281,12 +287,14 @@ V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
         "v0.31.0 vllm/v1/core/kv_cache_manager.py:471-479",
         ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots.prepare",)),
     FieldChange(
-        "null_block_ref_counted", "0.33.0", False,
-        "touch and free_blocks skip the null block, so its reference count no longer drifts (it "
-        "could go negative).",
+        "null_block_ref_counted", "0.32.0", False,
+        "the null block's reference count no longer moves: a sliding-window prefix hit leaves it "
+        "at 0 (measured at 0.32.0; v0.33.0 also skips it explicitly in touch and free_blocks).",
         "the null block is never pooled; counting it was meaningless and its count wandered with "
         "every sliding-window hit and free.",
-        "v0.33.0 vllm/v1/core/block_pool.py:792-810 (touch), 816-831 (free_blocks)",
+        "v0.32.0: first measured by v1.sliding_window (the releases between 0.20.2 and 0.32.0 are not "
+        "bisected yet, and the 0.32.0 lines responsible are not located yet); v0.33.0 "
+        "vllm/v1/core/block_pool.py:792-810 (touch), 816-831 (free_blocks)",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.touch",
          "v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks")),
 )
