@@ -141,9 +141,11 @@ V1_V0_10_2 = V1Policy(
 #   lora_extra_key = "name": a LoRA adapter enters block hashes by name from v0.11.1
 #     (v0.11.1 vllm/v1/core/kv_cache_utils.py:450-462; v0.20.2 the same function), found by
 #     the v1.lifecycle machine at v0.20.2 (hashes differed under v0.10.2's "int_id").
-# Still as v0.10.2: freed blocks all go to the tail (prepend_n arrives in v0.23.0), touch and
-# free_blocks count the null block (v0.20.2 block_pool.py touch/free_blocks have no null
-# skip), a random raw NONE_HASH, bare extra keys, and every zero-token allocation refused
+# Still as v0.10.2: freed blocks all go to the tail (prepend_n arrives in v0.23.0), free_blocks
+# counts the null block down (v0.20.2 block_pool.py free_blocks has no null skip) -- but a
+# sliding-window hit does not touch its leading null blocks (they are sliced off as skipped,
+# single_type_kv_cache_manager.py:204-218), a variant null_block_ref_counted cannot express, so
+# v1.sliding_window fails at 0.20.2 (found with 300 examples; 100 missed it) -- a random raw NONE_HASH, bare extra keys, and every zero-token allocation refused
 # (v0.20.2 vllm/v1/core/kv_cache_manager.py:349-353).
 V1_V0_20_2 = V1Policy(
     name="v0.20.2",
@@ -175,8 +177,9 @@ V1_V0_31_0 = replace(V1_V0_29_0, name="v0.31.0", tagged_extra_keys=True, lora_ex
 
 # vLLM 0.32.0 (measured): v0.31.0's choices, but the null block's count does not move at a
 # sliding-window prefix hit (v1.sliding_window diverged at /blocks[0][0] under v0.31.0: vLLM 0,
-# reference 1). The first release with this behaviour is not bisected yet (after 0.20.2, which
-# was measured with the count moving; at or before 0.32.0).
+# reference 1). 0.20.2 shows the same at a hit but still decrements the null block's count when
+# a request is freed, so neither value of the field reproduces 0.20.2 (its v1.sliding_window
+# fails under both, 300 examples); where the 0.32.0 behaviour first appears is not bisected yet.
 V1_V0_32_0 = replace(V1_V0_31_0, name="v0.32.0", null_block_ref_counted=False)
 
 V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (
