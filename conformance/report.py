@@ -21,18 +21,9 @@ from pathlib import Path
 
 from conformance.lockstep import NotApplicable, save_trace
 from conformance.properties import all_properties
+from conformance.versions import installed_vllm_version
 
 FAILURES = Path("conformance/traces/failures")
-
-
-def installed_vllm() -> str | None:
-    """The installed vLLM version, read from package metadata (does not import vLLM)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def device() -> str:
@@ -64,7 +55,7 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
         raise SystemExit(f"required but not selected: {', '.join(sorted(required - set(names)))}")
     selected = [props[n] for n in (names or props)]
     report = {
-        "vllm_version": installed_vllm(),
+        "vllm_version": installed_vllm_version(),
         "device": device(),
         "python": platform.python_version(),
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
