@@ -107,7 +107,13 @@ class V1ModelMachine(RuleBasedStateMachine):
             lambda s: s.status == RequestStatus.RUNNING and s.num_computed_tokens < s.num_tokens)))
         state = self.m.requests[req]
         chunk = data.draw(st.integers(1, state.num_tokens - state.num_computed_tokens))
-        if self.m.allocate_slots(req, chunk, delay_cache_blocks=data.draw(st.booleans())) is not None:
+        # Under a policy whose cache_full_blocks also caches the null block (v0.10.2), a delayed
+        # sliding-window table gives the shared null block a hash, a defect of that release that
+        # the reference reproduces but this model does not describe: delay only where it is clean
+        # (as conformance.machines.v1.V1Machine.allows_delay).
+        sliding = any(isinstance(g.spec, SlidingWindow) for g in self.m.groups)
+        delay = data.draw(st.booleans()) if self.m.policy.cache_full_blocks_skips_null or not sliding else False
+        if self.m.allocate_slots(req, chunk, delay_cache_blocks=delay) is not None:
             self.m.mark_computed(req, chunk)
 
     @precondition(lambda self: self.m is not None and self.requests_where(
