@@ -257,6 +257,17 @@ class HarnessError(RuntimeError):
     """The installed release has the mechanism, but the harness cannot drive it (the reason)."""
 
 
+def vllm_import_failed(err: ImportError) -> Exception:
+    """What a failed ``import vllm`` means: NotApplicable when vLLM is not installed, a
+    HarnessError (a broken environment, not a verdict) when it is installed but does not import."""
+    from conformance.lockstep import NotApplicable
+
+    installed = installed_vllm_version()
+    if installed is None:
+        return NotApplicable(f"vLLM is not installed ({err})")
+    return HarnessError(f"vLLM {installed} is installed but does not import: {type(err).__name__}: {err}")
+
+
 def installed_v1_policy_name() -> str:
     """The reference policy name for the installed vLLM's V1 manager.
 
@@ -273,5 +284,6 @@ def installed_v1_policy_name() -> str:
 
 __all__ = [
     "V0Api", "V1Api", "KernelApi", "Release", "RELEASES", "HarnessError", "installed_vllm_version", "installed_release",
+    "vllm_import_failed",
     "installed_v1_policy_name", "release_row", "version_key", "V1_POLICY_NAMES",
 ]

@@ -30,7 +30,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from conformance.lockstep import LockstepMachine, NotApplicable, run_machine
+from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
 
 SEMANTICS = "v0"
@@ -52,7 +52,9 @@ def make_systems(config: dict):
     try:
         import vllm  # noqa: F401
     except ImportError as err:
-        raise NotApplicable(f"vLLM is not installed ({err})") from None
+        from conformance.versions import vllm_import_failed
+
+        raise vllm_import_failed(err) from None
     from conformance.adapters.vllm_v0 import VllmV0System
 
     return ReferenceV0System(config), VllmV0System(config)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from conformance.lockstep import LockstepMachine, NotApplicable, run_machine
+from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
 from reference.blocks.policies import V1_POLICIES
 
@@ -41,7 +41,9 @@ def make_systems(config: dict):
 
         return reference, VllmV1System(config)
     except ImportError as err:
-        raise NotApplicable(f"vLLM cannot be imported: {err}") from None
+        from conformance.versions import vllm_import_failed
+
+        raise vllm_import_failed(err) from None
 
 
 def target_policy() -> str:

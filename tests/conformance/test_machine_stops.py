@@ -111,3 +111,31 @@ def test_only_the_named_health_checks_are_suppressed():
     off = set(lockstep.machine_settings(5, 5).suppress_health_check)
     assert HealthCheck.filter_too_much not in off
     assert off <= {HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example}
+
+
+def test_installed_but_broken_vllm_is_a_harness_error(monkeypatch):
+    """Catches: a vLLM that is installed but fails to import reported as "not applicable" (as if
+    the user had no vLLM), which reads as a verdict; it is a broken environment. Runs where vLLM
+    does not import (the dev environment), pretending the metadata says it is installed."""
+    import importlib.util
+
+    import pytest
+
+    from conformance import versions
+    from conformance.lockstep import NotApplicable
+    from conformance.machines import v1
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM imports here; the broken case is staged where it does not")
+    v0_config = {"block_size": 4, "num_gpu_blocks": 2, "num_cpu_blocks": 0, "watermark": 0.0,
+                 "sliding_window": None, "enable_caching": False}
+    with pytest.raises(NotApplicable, match="not installed"):
+        v0.make_systems(v0_config)
+    monkeypatch.setattr(versions, "installed_vllm_version", lambda: "0.10.2")
+    with pytest.raises(versions.HarnessError, match="0.10.2 is installed but does not import"):
+        v0.make_systems(v0_config)
+    v1_config = {"policy": "v0.10.2", "block_size": 2, "num_blocks": 8, "groups": [{"kind": "full"}],
+                 "max_model_len": 8, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0",
+                 "entropy": "5e" * 32, "watermark": 0.0}
+    with pytest.raises(versions.HarnessError, match="installed but does not import"):
+        v1.make_systems(v1_config)
