@@ -166,18 +166,30 @@ def _trace(raw: object, sides: list[str], where: str) -> TraceResult:
     )
 
 
-def read_results(path: Path) -> Results:
-    """Parse one results file; raise :class:`ResultsError` naming the file and the defect."""
+def _load(path: Path) -> dict:
+    """A results file's JSON object; ResultsError naming the file when it is not readable."""
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ResultsError(f"{path.name}: not readable JSON: {err}") from None
+    return raw
+
+
+def _sides(raw: object) -> list[str]:
+    """The side labels of a results object (ResultsError when it is not an object with them)."""
+    if not isinstance(raw, dict):
+        raise ResultsError("the top level is not an object")
+    sides = raw.get("sides")
+    if not isinstance(sides, list) or not sides or not all(isinstance(s, str) for s in sides):
+        raise ResultsError(f"'sides' is {sides!r}, not a non-empty list of side labels")
+    return sides
+
+
+def read_results(path: Path) -> Results:
+    """Parse one results file; raise :class:`ResultsError` naming the file and the defect."""
+    raw = _load(path)
     try:
-        if not isinstance(raw, dict):
-            raise ResultsError("the top level is not an object")
-        sides = raw.get("sides")
-        if not isinstance(sides, list) or not sides or not all(isinstance(s, str) for s in sides):
-            raise ResultsError(f"'sides' is {sides!r}, not a non-empty list of side labels")
+        sides = _sides(raw)
         traces = raw.get("traces")
         if not isinstance(traces, list) or not traces:
             raise ResultsError("it lists no traces")
@@ -415,16 +427,9 @@ def _profiles(raw: object) -> dict[str, str]:
 
 def read_scaling(path: Path) -> Scaling:
     """Parse one scaling results file; raise :class:`ResultsError` naming the file and the defect."""
+    raw = _load(path)
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ResultsError(f"{path.name}: not readable JSON: {err}") from None
-    try:
-        if not isinstance(raw, dict):
-            raise ResultsError("the top level is not an object")
-        sides = raw.get("sides")
-        if not isinstance(sides, list) or not sides or not all(isinstance(s, str) for s in sides):
-            raise ResultsError(f"'sides' is {sides!r}, not a non-empty list of side labels")
+        sides = _sides(raw)
         contexts = raw.get("contexts")
         if not isinstance(contexts, list) or not contexts:
             raise ResultsError("it lists no contexts")

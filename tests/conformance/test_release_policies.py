@@ -6,28 +6,13 @@ import dataclasses
 
 import pytest
 
-from conformance.adapters.reference_v1 import ReferenceV1System
-from conformance.lockstep import OpError
+from tests.conformance.test_v1_conformance import cfg as v1_cfg
+from tests.conformance.test_v1_conformance import run_ops
 from reference.blocks.policies import V1_FIELD_HISTORY, V1_POLICIES, V1_V0_10_2, V1_V0_20_2, V1_V0_33_0, V1Policy
 
 
 def cfg(**kw) -> dict:
-    base = {"policy": "v0.20.2", "block_size": 2, "num_blocks": 12, "groups": [{"kind": "full"}],
-            "max_model_len": 32, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0",
-            "entropy": "5e" * 32, "watermark": 0.0}
-    base.update(kw)
-    return base
-
-
-def run_ops(config: dict, policy: V1Policy, ops: list[dict]) -> list:
-    system = ReferenceV1System(config, policy=policy)
-    outcomes = []
-    for op in ops:
-        try:
-            outcomes.append({"result": system.apply(op)})
-        except OpError as err:
-            outcomes.append({"error": err.category})
-    return [outcomes, system.snapshot()]
+    return v1_cfg(**{"policy": "v0.20.2", **kw})
 
 
 LORA_REQUEST = [{"op": "add_request", "req": "a", "tokens": [1, 2, 3], "salt": None, "lora": "a"}]
