@@ -144,7 +144,7 @@ V1_V0_10_2 = V1Policy(
 # Still as v0.10.2: freed blocks all go to the tail (prepend_n arrives in v0.23.0), free_blocks
 # counts the null block down (v0.20.2 block_pool.py free_blocks has no null skip) -- but a
 # sliding-window hit does not touch its leading null blocks (they are sliced off as skipped,
-# single_type_kv_cache_manager.py:204-218), a variant null_block_ref_counted cannot express, so
+# v0.20.2 vllm/v1/core/single_type_kv_cache_manager.py:204-218), a variant null_block_ref_counted cannot express, so
 # v1.sliding_window fails at 0.20.2 (found with 300 examples; 100 missed it) -- a random raw NONE_HASH, bare extra keys, and every zero-token allocation refused
 # (v0.20.2 vllm/v1/core/kv_cache_manager.py:349-353).
 V1_V0_20_2 = V1Policy(
