@@ -246,14 +246,19 @@ MACHINE_HEALTH_CHECKS_OFF = (
 )
 
 
+def suppressed_health_checks() -> list:
+    """The HealthCheck members of MACHINE_HEALTH_CHECKS_OFF that this Hypothesis has."""
+    from hypothesis import HealthCheck
+
+    return [getattr(HealthCheck, name) for name in MACHINE_HEALTH_CHECKS_OFF if hasattr(HealthCheck, name)]
+
+
 def machine_settings(examples: int, steps: int):
     """Hypothesis settings for a lockstep property run (no database: a run is self-contained)."""
-    from hypothesis import HealthCheck, settings
+    from hypothesis import settings
 
     return settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-                    suppress_health_check=[getattr(HealthCheck, name) for name in MACHINE_HEALTH_CHECKS_OFF
-                                           if hasattr(HealthCheck, name)],
-                    print_blob=False)
+                    suppress_health_check=suppressed_health_checks(), print_blob=False)
 
 
 def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, progress=None):

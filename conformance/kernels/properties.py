@@ -16,7 +16,7 @@ after :func:`conformance.adapters.vllm_kernels.prepare` has set up the environme
 
 from __future__ import annotations
 
-from conformance.lockstep import NotApplicable, machine_settings
+from conformance.lockstep import NotApplicable, suppressed_health_checks
 from conformance.properties import Property, Result
 
 
@@ -40,7 +40,7 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
     # One failure, shrunk (not an ExceptionGroup of several, which hides the cases).
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
               report_multiple_bugs=False,
-              suppress_health_check=machine_settings(1, 1).suppress_health_check)
+              suppress_health_check=suppressed_health_checks())
     @given(case=strategy)
     def run(case):
         done["last"] = case

@@ -20,7 +20,7 @@ examples of at most ``min(steps, 25)`` steps (each step compares snapshots of 10
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, rule
+from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.lockstep import run_machine
 from conformance.machines import v0, v1
@@ -138,12 +138,11 @@ class V0LongContextMachine(v0.V0Machine):
         unit = data.draw(st.lists(v0.ALPHABET, min_size=bs, max_size=3 * bs), label="unit")
         self.prompts = [long_prompt(unit, n) for n in CONTEXTS]
 
+    @precondition(lambda self: len(self.members) < 8)
     @rule(stem=st.integers(0, 1000), cut=st.sampled_from([0, 1, 15, 16, 17, 4095, 16385, MAX_MODEL_LEN]),
           suffix=st.lists(v0.ALPHABET, min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
     def new_group(self, stem, cut, suffix, n):
         """As the V0 machine's, with prompts cut from 4k-128k-token stems (at most 128k tokens)."""
-        if len(self.members) >= 8:
-            return
         base = self.prompts[stem % len(self.prompts)]
         prompt = (base[:cut] + suffix)[:MAX_MODEL_LEN] or [0]
         self.add_group(prompt, n)

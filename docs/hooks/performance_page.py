@@ -36,6 +36,12 @@ SIDE_NAMES = {"reference": "reference", "vllm": "vLLM"}
 log = logging.getLogger("mkdocs.hooks.performance_page")
 
 
+def rerun_command(vllm: str, module: str, path: PurePosixPath) -> str:
+    """The commands (from the repository root) that rerun a benchmark module into ``path``."""
+    return (f"E=$(scripts/ensure-env requirements/vllm-{vllm}.txt)\n"
+            f'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $E/bin/python -m {module} --json {path}')
+
+
 @dataclass(frozen=True)
 class Bench:
     """One committed results file: where it lives, what it compares and how to write it again."""
@@ -54,8 +60,7 @@ class Bench:
     @property
     def command(self) -> str:
         """The commands (from the repository root) that write this file."""
-        return (f"E=$(scripts/ensure-env requirements/vllm-{self.vllm}.txt)\n"
-                f'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $E/bin/python -m {self.module} --json {self.path}')
+        return rerun_command(self.vllm, self.module, self.path)
 
 
 BENCHES = (
@@ -347,8 +352,7 @@ class ScalingBench:
 
     @property
     def command(self) -> str:
-        return (f"E=$(scripts/ensure-env requirements/vllm-{self.vllm}.txt)\n"
-                f'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $E/bin/python -m benchmarks.scaling --json {self.path}')
+        return rerun_command(self.vllm, "benchmarks.scaling", self.path)
 
 
 SCALING = (

@@ -108,32 +108,28 @@ class FreeBlockQueue:
         The pool's release path uses it: a block whose last reference was just dropped had a
         reference, so it was not queued, and it reaches zero once. vLLM links them the same way.
         """
-        tail = self._tail
-        last = tail.prev_free
-        assert last is not None
-        for block in blocks:
-            last.next_free = block
-            block.prev_free = last
-            last = block
-        last.next_free = tail
-        tail.prev_free = last
-        self._size += len(blocks)
+        before = self._tail.prev_free
+        assert before is not None
+        self._splice(blocks, before, self._tail)
 
     def prepend_released(self, blocks: list[KVBlock]) -> None:
         """:meth:`prepend_n` for blocks known to be out of the queue and distinct, unchecked."""
-        head = self._head
-        first = head.next_free
-        assert first is not None
-        last = head
+        after = self._head.next_free
+        assert after is not None
+        self._splice(blocks, self._head, after)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _splice(self, blocks: list[KVBlock], before: KVBlock, after: KVBlock) -> None:
+        """Link ``blocks`` in order between the adjacent nodes ``before`` and ``after`` (unchecked)."""
+        last = before
         for block in blocks:
             last.next_free = block
             block.prev_free = last
             last = block
-        last.next_free = first
-        first.prev_free = last
+        last.next_free = after
+        after.prev_free = last
         self._size += len(blocks)
 
-    # -- internals ----------------------------------------------------------------------------
     def _link_run(self, blocks: list[KVBlock], successor: KVBlock) -> None:
         """Link ``blocks`` in order just before ``successor``, in one pass.
 
