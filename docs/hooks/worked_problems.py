@@ -36,6 +36,7 @@ MARKER = re.compile(r"^WORKED-PROBLEM:(?P<name>[a-z-]+)$", re.MULTILINE)
 
 BLOCK_SIZE = 16
 CAPACITY_GIB = 70
+GPU_GIB = 80
 WINDOW_N = 32 * 1024
 WINDOW_W = 4096
 SHARED_REQUESTS = 100
@@ -54,6 +55,10 @@ def kv_capacity() -> str:
     capacity = CAPACITY_GIB * GIB
     pages = pages_that_fit(capacity, per_page)
     left = capacity - pages * per_page
+    weights = int(m.parameters) * m.dtype_bytes
+    gpu = GPU_GIB * GIB
+    room = gpu - weights
+    room_pages = pages_that_fit(room, per_page)
     return f"""\
 **Per token.** Every layer stores a key and a value vector for every head:
 2 × {m.layers} layers × {m.kv_heads} heads × {m.head_dim} dims × {m.dtype_bytes} bytes
@@ -72,6 +77,13 @@ indexes every layer's cache).
 {_n(capacity)} / {_n(per_page)} = {capacity / per_page:.2f}, so **{_n(pages)} whole pages**
 ({_n(pages * BLOCK_SIZE)} tokens of context in total), with {left / MIB:.2f} MiB left over —
 less than one page.
+
+**The premise is generous.** This model's {m.parameters / 1e9:g} × 10⁹ 16-bit weights alone take
+{_n(weights)} bytes = {weights / GIB:.2f} GiB, so an {GPU_GIB} GiB GPU has at most
+{room / GIB:.2f} GiB left for the KV cache even before activations: {_n(room_pages)} pages, not
+{_n(pages)}. The statement's 70 GiB leaves {GPU_GIB - CAPACITY_GIB} GiB for weights and activations,
+enough for at most {(gpu - capacity) / m.dtype_bytes / 1e9:.1f} × 10⁹ 16-bit parameters; the
+[capacity page](capacity.md) budgets the 13B model's memory with its weights and a reserve.
 """
 
 
@@ -90,7 +102,8 @@ each query scores W keys: N × W pairs. The ratio is N / W = {_n(n)} / {_n(w)} =
 (0-based) sees *i* + 1 keys, N(N + 1)/2 = **{_n(full)}** pairs. With a window of W keys (the query's
 own key included) query *i* sees min(*i* + 1, W): a triangle of W(W + 1)/2 for the first W queries
 and W for each of the other N − W, in total **{_n(win)}** pairs. The ratio is
-{_n(full)} / {_n(win)} = **{causal:.2f}×**.
+{_n(full)} / {_n(win)} = **{causal:.2f}×**: {100 / causal:.1f}% of the full causal attention compute
+remains, not the {100 / naive:g}% of the naive count.
 
 **Why the two differ.** Causality halves full attention but barely touches the window: only its
 first W rows are triangular. The naive {naive:g}× compares a square with a band; the honest comparison is
@@ -115,7 +128,9 @@ The first request computes the {s.shared_tokens} shared tokens; the other {s.req
 {s.requests - 1} × {s.shared_tokens} = **{_n(s.saved_tokens)} tokens** neither recomputed nor stored again.
 
 **KV memory saved.** {_n(s.saved_tokens)} × {_n(kv_bytes_per_token(m))} bytes =
-**{_n(s.saved_kv_bytes)} bytes ≈ {s.saved_kv_bytes / GIB:.2f} GiB**. (Were sharing possible at
+**{_n(s.saved_kv_bytes)} bytes ≈ {s.saved_kv_bytes / GIB:.2f} GiB**, a saving of memory held at one
+time only while all {s.requests} requests are resident together (requests that run one after
+another never hold their copies at once). (Were sharing possible at
 token granularity the figure would be {ideal.saved_kv_bytes / GIB:.2f} GiB; the block rounding costs
 {(ideal.saved_kv_bytes - s.saved_kv_bytes) / GIB:.2f} GiB here.)
 
