@@ -1,0 +1,618 @@
+"""Confirm the V0 notes' reachability statuses by running vLLM 0.10.2's engine step on CPU.
+
+The ``- reach:`` statuses of the V0 block-manager notes (``annotations/reach.py``) were derived by
+reading the engine and the scheduler. This probe checks them by running: it builds the real V0
+``Scheduler`` (which builds the real ``BlockSpaceManager``) from a ``SchedulerConfig`` and a
+``CacheConfig`` as the engine does, adds requests through the real ``LLMEngine`` request path
+(``_add_processed_request``, so ``n > 1`` goes through ``ParallelSampleSequenceGroup.add_request``)
+and runs the real ``LLMEngine.step`` many times: schedule, "execute", apply the outputs with the
+real output processor and stop checker, free finished groups, log stats); it also aborts two
+requests and calls ``reset_prefix_cache``. Only the model is fake: the engine object is a shell
+holding the attributes these methods read (no tokenizer, so no stop strings; no async output
+processing, LoRA or pipeline parallelism), and the executor returns one random token per scheduled
+sequence (sometimes EOS). A small KV cache forces preemption. :data:`CONFIGS` lists the
+configurations: the V0 defaults, prefix caching, swap preemption, both, a sliding window and an
+encoder-decoder model.
+
+While it runs, ``sys.settrace`` records the executed lines of ``vllm/core/block_manager.py``,
+``vllm/core/block/*.py`` and ``vllm/core/evictor.py``; the lines run while those modules are
+imported (``import``, ``class`` and ``def`` statements) are recorded apart. The report
+(``annotations/reach-probe-0.10.2.json``) gives, per configuration, the settings it stands for, what
+the run did and the executed lines per file; :func:`compare` sets it against the notes.
+
+Run it (the vLLM environment is ``scripts/ensure-env requirements/vllm-0.10.2.txt``)::
+
+    CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $V/bin/python -m annotations.reach_probe
+
+Importing this module needs no vLLM: :func:`compare` and :func:`load_report` are what the tests use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import random
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
+
+VERSION = "0.10.2"
+REPORT = ANNOTATIONS_ROOT / f"reach-probe-{VERSION}.json"
+#: Upstream files whose lines are recorded (a trailing ``/`` is a folder).
+TRACED = ("vllm/core/block_manager.py", "vllm/core/evictor.py", "vllm/core/block/")
+
+#: The configurations the probe runs: the settings each one stands for, spelled as the notes'
+#: ``setting`` statuses spell them, and the engine arguments that make them.
+CONFIGS: dict[str, dict] = {
+    "default": {
+        "settings": ["`VLLM_USE_V1=0`"],
+        "enable_prefix_caching": False,
+        "preemption_mode": None,
+    },
+    "prefix_caching": {
+        "settings": ["`VLLM_USE_V1=0`", "`enable_prefix_caching=True`"],
+        "enable_prefix_caching": True,
+        "preemption_mode": None,
+    },
+    "swap": {
+        "settings": ["`VLLM_USE_V1=0`", '`preemption_mode="swap"`'],
+        "enable_prefix_caching": False,
+        "preemption_mode": "swap",
+    },
+    "prefix_caching_swap": {
+        "settings": ["`VLLM_USE_V1=0`", "`enable_prefix_caching=True`", '`preemption_mode="swap"`'],
+        "enable_prefix_caching": True,
+        "preemption_mode": "swap",
+    },
+    # Kinds of model, as the notes name them: the engine takes the window from the model's config
+    # (ModelConfig.get_sliding_window into CacheConfig.sliding_window) and builds encoder-decoder
+    # inputs for encoder-decoder models.
+    "sliding_window": {
+        "settings": ["`VLLM_USE_V1=0`", "a sliding-window model"],
+        "enable_prefix_caching": False,
+        "preemption_mode": None,
+        "sliding_window": 256,  # longer than every prompt: see the report on shorter windows
+    },
+    "encoder_decoder": {
+        "settings": ["`VLLM_USE_V1=0`", "an encoder-decoder model"],
+        "enable_prefix_caching": False,
+        "preemption_mode": None,
+        "encoder_decoder": True,
+    },
+}
+#: The sizes and workload shared by every configuration (small, so that preemption happens).
+WORKLOAD = {
+    "block_size": 16,
+    "num_gpu_blocks": 48,
+    "num_cpu_blocks": 96,
+    "max_model_len": 512,  # the worker refuses a KV cache smaller than one max-length sequence
+    "max_num_seqs": 256,
+    "requests": 60,
+    "max_steps": 3000,
+    "seed": 0,
+    "eos_token_id": 2,
+}
+#: The step at which the probe calls ``LLMEngine.reset_prefix_cache`` while requests still run.
+RESET_STEP = 60
+
+
+# --------------------------------------------------------------------------- driving vLLM
+
+
+def _engine(config: dict):
+    """An ``LLMEngine`` shell around a real V0 ``Scheduler``: only the model executor is fake."""
+    from vllm.config import CacheConfig, SchedulerConfig
+    from vllm.engine.llm_engine import LLMEngine, SchedulerContext, SchedulerOutputState
+    from vllm.engine.output_processor.interfaces import SequenceGroupOutputProcessor
+    from vllm.engine.output_processor.stop_checker import StopChecker
+    from vllm.utils import Counter
+
+    w = WORKLOAD
+    # What EngineArgs.create_engine_config leaves for the V0 engine with a model of
+    # max_model_len <= 32K: no chunked prefill, max_num_seqs 256 (arg_utils._set_default_args_v0).
+    scheduler_config = SchedulerConfig(
+        max_model_len=w["max_model_len"],
+        max_num_seqs=w["max_num_seqs"],
+        enable_chunked_prefill=False,
+        preemption_mode=config["preemption_mode"],
+    )
+    cache_config = CacheConfig(
+        block_size=w["block_size"],
+        gpu_memory_utilization=0.9,
+        swap_space=4,
+        cache_dtype="auto",
+        enable_prefix_caching=config["enable_prefix_caching"],
+        sliding_window=config.get("sliding_window"),
+    )
+    # After profiling, LLMEngine._initialize_kv_caches writes the block counts into the config.
+    cache_config.num_gpu_blocks = w["num_gpu_blocks"]
+    cache_config.num_cpu_blocks = w["num_cpu_blocks"]
+
+    scheduler_cls = _resolve(scheduler_config.scheduler_cls)
+    engine = LLMEngine.__new__(LLMEngine)
+    engine.scheduler_config = scheduler_config
+    engine.cache_config = cache_config
+    engine.lora_config = None
+    engine.model_config = _ModelConfigShell(w["max_model_len"])
+    engine.vllm_config = _VllmConfigShell()
+    engine.speculative_config = None
+    engine.device_config = _DeviceConfigShell()
+    engine.parallel_config = _ParallelConfigShell()
+    engine.tokenizer = None
+    engine.detokenizer = None
+    engine.log_stats = True
+    engine.stat_loggers = {}
+    engine.tracer = None
+    engine.use_cached_outputs = False
+    engine.seq_counter = Counter()
+    engine.generation_config_fields = {}
+    engine.input_preprocessor = _PreprocessorShell(w["eos_token_id"])
+    engine.model_executor = _FakeExecutor(random.Random(w["seed"]), w["eos_token_id"])
+    engine.cached_scheduler_outputs = [SchedulerOutputState()]
+    engine.scheduler_contexts = [SchedulerContext()]
+    engine.async_callbacks = []
+    engine.process_request_outputs_callback = None
+    engine._skip_scheduling_next_step = False
+    engine.seq_id_to_seq_group = {}
+    # pipeline_parallel_size 1; no async output processing (a CPU run has none).
+    engine.scheduler = [scheduler_cls(scheduler_config, cache_config, None, 1, None)]
+    engine.output_processor = SequenceGroupOutputProcessor.create_output_processor(
+        scheduler_config, None, engine.scheduler, engine.seq_counter, None,
+        stop_checker=StopChecker(scheduler_config.max_model_len, None),
+    )
+    return engine
+
+
+def _resolve(qualname):
+    if not isinstance(qualname, str):
+        return qualname
+    from vllm.utils import resolve_obj_by_qualname
+
+    return resolve_obj_by_qualname(qualname)
+
+
+class _ModelConfigShell:
+    """What the request path and the stats read from ``ModelConfig``."""
+
+    is_multimodal_model = False
+    max_logprobs = 20
+
+    def __init__(self, max_model_len: int) -> None:
+        self.max_model_len = max_model_len
+
+
+class _VllmConfigShell:
+    speculative_config = None
+
+
+class _ParallelConfigShell:
+    pipeline_parallel_size = 1
+
+
+class _DeviceConfigShell:
+    device_type = "cuda"  # the stats path swaps GPU and CPU numbers only for "cpu"
+
+
+class _PreprocessorShell:
+    def __init__(self, eos_token_id: int) -> None:
+        self.eos_token_id = eos_token_id
+
+    def get_eos_token_id(self, lora_request=None) -> int:
+        return self.eos_token_id
+
+
+class _FakeExecutor:
+    """Stands in for the model: one token per scheduled sequence group, EOS now and then."""
+
+    def __init__(self, rng: random.Random, eos_token_id: int) -> None:
+        self.rng = rng
+        self.eos_token_id = eos_token_id
+        self.calls = 0
+        self.swapped_in = 0
+        self.swapped_out = 0
+        self.copies = 0
+
+    def execute_model(self, execute_model_req):
+        from vllm.model_executor.layers.sampler import SamplerOutput
+        from vllm.sequence import CompletionSequenceGroupOutput, Logprob, SequenceOutput
+
+        self.calls += 1
+        self.swapped_in += len(execute_model_req.blocks_to_swap_in)
+        self.swapped_out += len(execute_model_req.blocks_to_swap_out)
+        self.copies += len(execute_model_req.blocks_to_copy)
+        outputs = []
+        for meta in execute_model_req.seq_group_metadata_list:
+            samples = []
+            for seq_id in meta.seq_data:
+                token = self.eos_token_id if self.rng.random() < 0.01 else self.rng.randrange(3, 32000)
+                samples.append(SequenceOutput(seq_id, token, {token: Logprob(0.0)}))
+            outputs.append(CompletionSequenceGroupOutput(samples, None))
+        return [SamplerOutput(outputs=outputs)]
+
+    def stop_remote_worker_execution_loop(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _prompts(rng: random.Random, count: int) -> list[list[int]]:
+    """Prompts with shared prefixes (a system prompt, repeats) so that prefix caching finds hits."""
+    system = [rng.randrange(3, 32000) for _ in range(40)]
+    prompts: list[list[int]] = []
+    for index in range(count):
+        if prompts and index % 7 == 3:
+            prompts.append(list(rng.choice(prompts)))  # the same prompt again
+            continue
+        body = [rng.randrange(3, 32000) for _ in range(rng.randrange(1, 200))]
+        prompts.append((system + body) if index % 2 else body)
+    return prompts
+
+
+def drive(name: str) -> dict:
+    """Run one configuration; return what ran and what the run did."""
+    from vllm.inputs import token_inputs
+    from vllm.sampling_params import SamplingParams
+
+    config = CONFIGS[name]
+    w = WORKLOAD
+    tracer = _Tracer(_vllm_root())
+    tracer.start()  # the scheduler and its block manager are built inside the trace
+    try:
+        engine = _engine(config)
+    finally:
+        tracer.stop()
+    rng = random.Random(w["seed"] + 1)
+    requests = []
+    for index, prompt in enumerate(_prompts(rng, w["requests"])):
+        n = 3 if index % 5 == 4 else 1
+        params = SamplingParams(n=n, max_tokens=rng.randrange(4, 160), seed=index)
+        requests.append((f"req-{index}", prompt, params))
+    to_abort = {"req-6", "req-17"}  # a client that goes away mid-generation
+
+    stats = {"steps": 0, "preempted": 0, "finished_requests": 0, "aborted": [], "parallel_sample_requests": 0,
+             "largest_group_added": 0}
+    pending = list(requests)
+    tracer.start()
+    try:
+        step = 0
+        while step < w["max_steps"] and (pending or engine.has_unfinished_requests()):
+            # Requests arrive over time, a few per step, as a server receives them.
+            for _ in range(min(len(pending), rng.randrange(0, 4))):
+                request_id, prompt, params = pending.pop(0)
+                inputs = token_inputs(prompt)
+                if config.get("encoder_decoder"):  # the prompt feeds the encoder; the decoder starts short
+                    inputs = {"encoder": inputs, "decoder": token_inputs(prompt[:1])}
+                engine._add_processed_request(
+                    request_id, inputs, params, arrival_time=float(step), lora_request=None
+                )
+                stats["parallel_sample_requests"] += params.n > 1
+                stats["largest_group_added"] = max(
+                    [stats["largest_group_added"]] + [len(g.seqs) for g in engine.scheduler[0].waiting])
+            if step == 40:
+                for request_id in sorted(to_abort):
+                    engine.abort_request(request_id)
+                    stats["aborted"].append(request_id)
+            if step == RESET_STEP:  # LLM.reset_prefix_cache while requests hold blocks (it refuses then)
+                stats["reset_prefix_cache_mid_run"] = engine.reset_prefix_cache()
+            outputs = engine.step()
+            stats["preempted"] += engine.scheduler_contexts[0].scheduler_outputs.preempted or 0
+            stats["finished_requests"] += sum(1 for o in outputs if o.finished)
+            step += 1
+        stats["reset_prefix_cache_at_end"] = engine.reset_prefix_cache()
+    except Exception as err:  # noqa: BLE001 (vLLM failing under a setting is a finding, not a probe error)
+        stats["error"] = _where(err, step)
+    finally:
+        tracer.stop()
+    stats["steps"] = step
+    stats["unfinished_after"] = engine.get_num_unfinished_requests()
+    ex = engine.model_executor
+    stats.update(model_calls=ex.calls, blocks_swapped_in=ex.swapped_in, blocks_swapped_out=ex.swapped_out,
+                 blocks_copied=ex.copies)
+    return {"settings": config["settings"], "engine_args": _engine_args(config), "run": stats,
+            "executed": tracer.lines()}
+
+
+def _where(err: BaseException, step: int) -> str:
+    """``AssertionError at step 12 in vllm/core/...py L336 (fn)``: the innermost vLLM frame."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f"{os.sep}vllm{os.sep}" in f.filename]
+    last = frames[-1] if frames else None
+    where = ""
+    if last:
+        rel = last.filename[last.filename.rindex(f"{os.sep}vllm{os.sep}") + 1:].replace(os.sep, "/")
+        where = f" in {rel} L{last.lineno} ({last.name})"
+    return f"{type(err).__name__}{': ' + str(err) if str(err) else ''} at step {step}{where}"
+
+
+def _engine_args(config: dict) -> dict:
+    w = WORKLOAD
+    return {
+        "VLLM_USE_V1": "0",
+        "enable_prefix_caching": config["enable_prefix_caching"],
+        "preemption_mode": config["preemption_mode"],
+        "enable_chunked_prefill": False,
+        "sliding_window": config.get("sliding_window"),
+        "encoder_decoder": bool(config.get("encoder_decoder")),
+        "block_size": w["block_size"],
+        "num_gpu_blocks": w["num_gpu_blocks"],
+        "num_cpu_blocks": w["num_cpu_blocks"],
+        "max_model_len": w["max_model_len"],
+        "max_num_seqs": w["max_num_seqs"],
+        "watermark": 0.01,
+    }
+
+
+def _vllm_root() -> Path:
+    import vllm
+
+    return Path(vllm.__file__).resolve().parent.parent
+
+
+class _Tracer:
+    """Line events of the traced upstream files, as ``{upstream path: set of line numbers}``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root) + os.sep
+        self.seen: dict[str, set[int]] = {}
+        self._names: dict[str, str | None] = {}
+
+    def _name(self, filename: str) -> str | None:
+        if filename not in self._names:
+            name = None
+            if filename.startswith(self.root):
+                rel = filename[len(self.root):].replace(os.sep, "/")
+                if any(rel == t or (t.endswith("/") and rel.startswith(t)) for t in TRACED):
+                    name = rel
+            self._names[filename] = name
+        return self._names[filename]
+
+    def _global(self, frame, event, arg):
+        name = self._name(frame.f_code.co_filename)
+        if name is None:
+            return None
+        lines = self.seen.setdefault(name, set())
+
+        def local(frame, event, arg):
+            if event == "line":
+                lines.add(frame.f_lineno)
+            return local
+
+        return local
+
+    def start(self) -> None:
+        sys.settrace(self._global)
+
+    def stop(self) -> None:
+        sys.settrace(None)
+
+    def lines(self) -> dict[str, list[int]]:
+        return {name: sorted(lines) for name, lines in sorted(self.seen.items())}
+
+
+def _branches(source: str) -> list[list[int]]:
+    """``[test line, first body line, last body line]`` of every ``if``/``elif`` in a source file."""
+    return sorted(
+        [node.lineno, node.body[0].lineno, node.body[-1].end_lineno]
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.If)
+    )
+
+
+def _def_headers(source: str) -> list[int]:
+    """Lines of every ``def`` header (decorators and signature): at import they only bind a name."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            lines.update(range(first, node.body[0].lineno))
+    return sorted(lines)
+
+
+def run(out: Path = REPORT) -> dict:
+    """Run every configuration and write the report."""
+    os.environ["VLLM_USE_V1"] = "0"
+    import vllm  # imports no vllm.core module
+
+    root = _vllm_root()
+    files = sorted(
+        str(p.relative_to(root)).replace(os.sep, "/")
+        for t in TRACED
+        for p in ((root / t).glob("*.py") if t.endswith("/") else [root / t])
+    )
+    assert not any(m.startswith("vllm.core") for m in sys.modules), "vllm.core was imported before the trace"
+    imports = _Tracer(root)
+    imports.start()  # module bodies: imports, class bodies, def statements
+    try:
+        import vllm.engine.llm_engine  # noqa: F401  (imports the scheduler and the block manager)
+        for f in files:
+            __import__(f[: -len(".py")].replace("/", "."))
+    finally:
+        imports.stop()
+    report = {
+        "vllm_version": vllm.__version__,
+        "python": sys.version.split()[0],
+        "command": 'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $V/bin/python -m annotations.reach_probe',
+        "driver": "real V0 Scheduler and BlockSpaceManager built from SchedulerConfig/CacheConfig; "
+                  "requests added by LLMEngine._add_processed_request (n > 1 through "
+                  "ParallelSampleSequenceGroup.add_request); LLMEngine.step, abort_request and "
+                  "reset_prefix_cache called on an engine shell; only the model executor is fake",
+        "workload": WORKLOAD,
+        "sha256": {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files},
+        "branches": {f: _branches((root / f).read_text(encoding="utf-8")) for f in files},
+        "def_headers": {f: _def_headers((root / f).read_text(encoding="utf-8")) for f in files},
+        "imported": imports.lines(),
+        "configs": {name: drive(name) for name in CONFIGS},
+    }
+    text = json.dumps(report, indent=1)
+    text = re.sub(r"\[[0-9,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)  # a list of numbers: one line
+    out.write_text(text + "\n", encoding="utf-8")
+    return report
+
+
+# --------------------------------------------------------------------------- comparing with the notes
+
+
+def load_report(path: Path = REPORT) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def setting_atoms(setting: str) -> list[str]:
+    """The conditions of a ``setting`` status, each without its parenthetical remark.
+
+    Split on " and " outside parentheses: "`A` (or a configuration V1 rejects) and a sliding-window
+    model" gives "`A`" and "a sliding-window model". A condition that is not one of a
+    configuration's settings (a kind of model, say) is one no configuration has.
+    """
+    parts, depth, current = [], 0, ""
+    for token in re.split(r"(\(|\)|\s+and\s+)", setting):
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0 and re.fullmatch(r"\s+and\s+", token or ""):
+            parts.append(current)
+            current = ""
+        elif depth == 0 and token:
+            current += token
+    parts.append(current)
+    return [" ".join(part.split()) for part in parts if part.strip()]
+
+
+def home_configs(need: list[str], configs: dict[str, dict]) -> list[str]:
+    """The configurations a note with these conditions should run in: those having every
+    condition with the fewest settings (``[]``, a ``default`` note: the default configuration)."""
+    fits = {name: len(c["settings"]) for name, c in configs.items() if set(need) <= set(c["settings"])}
+    return [name for name, size in fits.items() if size == min(fits.values())]
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "contradiction" or "suspect"
+    config: str
+    file: str  # upstream path
+    note: str
+    status: str  # the note's reach, as written
+    lines: tuple[int, ...]  # executed lines of the note (empty for "suspect")
+    why: str
+
+    def __str__(self) -> str:
+        ran = f" ran L{', L'.join(map(str, self.lines))}" if self.lines else ""
+        return f"[{self.kind}] {self.config}: {self.file} `{self.note}`{ran}: {self.why}"
+
+
+def _status_text(reach) -> str:
+    return reach.status + (f" {reach.setting}" if reach.setting else "")
+
+
+def _guards(branches: list[list[int]], ran: set[int]) -> set[int]:
+    """Test lines of ``if`` statements that ran while no line of their body did: the code
+    looked and declined, so the branch a note explains was not entered."""
+    return {test for test, first, last in branches
+            if test in ran and not any(first <= n <= last for n in ran)}
+
+
+def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Finding]:
+    """Set the probe's executed lines against every traced file's notes.
+
+    * **contradiction**: an ``unreached`` note with a line that ran in any configuration, or a
+      ``setting`` note with a line that ran in a configuration lacking one of its settings. Lines
+      run at import (``def``, class bodies) do not count, nor the test line of an ``if`` whose
+      body did not run (the branch was declined, not entered).
+    * **suspect**: a note none of whose lines ran in its home configuration (:func:`home_configs`) (at import, only module-level statements
+      count, not ``def`` lines): the status may be wrong or the probe too weak.
+    """
+    if files is None:
+        files = discover()
+    traced = {af.upstream: af for af in files if af.version == VERSION and af.upstream in report["sha256"]}
+    findings: list[Finding] = []
+    for config_name, config in report["configs"].items():
+        have = set(config["settings"])
+        for upstream, af in sorted(traced.items()):
+            ran = set(config["executed"].get(upstream, []))
+            entered = ran - _guards(report["branches"].get(upstream, []), ran)
+            # At import a module runs its own statements; a ``def`` line there runs no function.
+            imported = set(report["imported"].get(upstream, [])) - set(report["def_headers"].get(upstream, []))
+            for note in af.notes:
+                reach = af.reach_of(note)
+                if reach is None:
+                    continue
+                inside = range(note.start, note.end + 1)
+                lines = tuple(sorted(n for n in entered if n in inside))
+                need = setting_atoms(reach.setting) if reach.status == "setting" else []
+                status = _status_text(reach)
+                if reach.status == "unreached" and lines:
+                    findings.append(Finding("contradiction", config_name, upstream, note.id, status, lines,
+                                            "marked unreached but ran"))
+                elif reach.status == "setting" and lines and not set(need) <= have:
+                    missing = " and ".join(a for a in need if a not in have)
+                    findings.append(Finding("contradiction", config_name, upstream, note.id, status, lines,
+                                            f"ran without {missing}"))
+                elif (reach.status != "unreached" and config_name in home_configs(need, report["configs"])
+                      and not any(n in inside for n in ran | imported)):
+                    findings.append(Finding("suspect", config_name, upstream, note.id, status, (),
+                                            "expected to run here; none of its lines ran"))
+    return findings
+
+
+def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list[dict]:
+    """Per note: its status and, per configuration, the lines that ran (import-time lines apart)."""
+    if files is None:
+        files = discover()
+    rows = []
+    for af in files:
+        if af.version != VERSION or af.upstream not in report["sha256"]:
+            continue
+        imported = set(report["imported"].get(af.upstream, []))
+        for note in af.notes:
+            reach = af.reach_of(note)
+            inside = range(note.start, note.end + 1)
+            row = {"file": af.upstream, "note": note.id, "range": note.range_text,
+                   "status": _status_text(reach) if reach else "", "at_import": any(n in imported for n in inside)}
+            for name, config in report["configs"].items():
+                row[name] = [n for n in config["executed"].get(af.upstream, []) if n in inside]
+            rows.append(row)
+    return rows
+
+
+def stale_files(report: dict, files: list[AnnotationFile] | None = None) -> list[str]:
+    """Traced files whose probed bytes are not the bytes the notes were written for."""
+    if files is None:
+        files = discover()
+    return [
+        f"{af.upstream}: probed sha256 {report['sha256'][af.upstream]} != note header {af.sha256}"
+        for af in files
+        if af.version == VERSION and af.upstream in report["sha256"] and report["sha256"][af.upstream] != af.sha256
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotations.reach_probe", description=__doc__.split("\n")[0])
+    parser.add_argument("--compare-only", action="store_true", help="read the committed report; run nothing")
+    parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--notes", action="store_true", help="also print, per note, where its lines ran")
+    args = parser.parse_args(argv)
+    report = load_report(args.out) if args.compare_only else run(args.out)
+    for name, config in report["configs"].items():
+        print(f"{name}: settings {', '.join(config['settings'])}; run {config['run']}")
+    if args.notes:
+        for row in note_matrix(report):
+            ran = [name for name in report["configs"] if row[name]]
+            print(f"{row['file']} `{row['note']}` {row['range']} [{row['status']}]: ran in "
+                  f"{', '.join(ran) or 'none'}{' (and at import)' if row['at_import'] else ''}")
+    problems = stale_files(report)
+    findings = compare(report)
+    for line in problems + [str(f) for f in findings]:
+        print(line)
+    return 1 if problems or any(f.kind == "contradiction" for f in findings) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""The V0 notes' reachability statuses agree with what vLLM 0.10.2 ran in the committed probe report.
+
+Bug this catches: a ``- reach:`` status that the running engine contradicts. ``annotations.reach_probe``
+drove the real 0.10.2 V0 scheduler and block manager on CPU and committed the executed lines of
+``vllm/core/block_manager.py``, ``vllm/core/block/*.py`` and ``vllm/core/evictor.py`` per
+configuration (``annotations/reach-probe-0.10.2.json``). A note marked ``unreached`` whose lines
+ran, or marked ``setting X`` whose lines ran in a configuration without X (the default V0
+configuration, say), shows students a badge that calls live code dead or optional. The test reads
+the committed JSON and the notes; it needs no vLLM. After changing a note's range or status, or the
+probe, rerun the probe (FORMAT.md, "Reachability").
+"""
+
+from __future__ import annotations
+
+from annotations.model import parse_text
+from annotations.reach_probe import REPORT, VERSION, compare, load_report, setting_atoms, stale_files
+
+#: Contradictions already reported to the lead (helpers' report reach-probe.md), pending a change
+#: of the note's range or status; each still fails if it spreads to other lines or notes.
+KNOWN = {
+    # L75 and L78 set sliding_window and max_block_sliding_window = None for every block manager;
+    # only L80-L86 (the cap) need a sliding-window model.
+    ("vllm/core/block_manager.py", "block_manager.init.sliding_window_cap"): (75, 78),
+    # L193-L199 (request id, the no-cross-table assert, the encoder-decoder/caching check) run on
+    # every admission; only L202-L205 need an encoder-decoder model.
+    ("vllm/core/block_manager.py", "block_manager.allocate.cross"): (193, 195, 196, 199),
+}
+
+
+def test_probe_report_is_of_the_annotated_bytes():
+    """Catches: a report made from other vLLM sources than the notes describe (line numbers would not match)."""
+    report = load_report()
+    assert report["vllm_version"] == VERSION
+    assert report["configs"]["default"]["settings"] == ["`VLLM_USE_V1=0`"]
+    assert not stale_files(report)
+
+
+def test_no_reach_status_contradicts_the_probe():
+    """Catches: an `unreached` note whose lines ran, or a `setting X` note whose lines ran without X."""
+    found = [f for f in compare(load_report()) if f.kind == "contradiction"]
+    new = [str(f) for f in found if KNOWN.get((f.file, f.note)) != f.lines]
+    assert not new, f"reach statuses contradicted by {REPORT.name}:\n" + "\n".join(new)
+
+
+_TOY = """---
+upstream: vllm/core/toy.py
+version: 0.10.2
+commit: 26b999c71
+sha256: ?
+coverage: 0
+title: toy
+reach: setting `VLLM_USE_V1=0` (or a configuration V1 rejects)
+---
+
+## `toy.live` L1-L3 · ????????????
+
+Runs.
+
+## `toy.dead` L4-L6 · ????????????
+
+Never runs.
+
+- reach: unreached: nothing calls it
+
+## `toy.window` L7-L9 · ????????????
+
+The window branch.
+
+- reach: setting `VLLM_USE_V1=0` and a sliding-window model
+"""
+
+
+def _toy_report(ran: list[int], branches: list[list[int]] = ()) -> dict:
+    upstream = "vllm/core/toy.py"
+    return {
+        "sha256": {upstream: "?"},
+        "branches": {upstream: list(branches)},
+        "def_headers": {upstream: []},
+        "imported": {},
+        "configs": {"default": {"settings": ["`VLLM_USE_V1=0`"], "executed": {upstream: ran}}},
+    }
+
+
+def test_compare_flags_unreached_and_setting_notes_that_ran():
+    """Catches: a comparison that misses an `unreached` or `setting` note whose lines ran, or calls a live note suspect."""
+    toy = [parse_text("toy.md", _TOY)]
+    found = {(f.kind, f.note, f.lines) for f in compare(_toy_report([2, 5, 8]), toy)}
+    assert found == {("contradiction", "toy.dead", (5,)), ("contradiction", "toy.window", (8,))}
+    assert {(f.kind, f.note) for f in compare(_toy_report([]), toy)} == {("suspect", "toy.live")}
+
+
+def test_a_declined_branch_test_is_not_entering_the_branch():
+    """Catches: an `if` line whose body did not run being counted as running the branch it guards."""
+    toy = [parse_text("toy.md", _TOY)]
+    assert not [f for f in compare(_toy_report([2, 7], [[7, 8, 9]]), toy) if f.kind == "contradiction"]
+    assert [f.note for f in compare(_toy_report([2, 7, 8], [[7, 8, 9]]), toy)] == ["toy.window"]
+
+
+def test_setting_conditions_drop_remarks_and_split_on_and():
+    """Catches: a remark in parentheses, or an 'and' inside one, being read as a setting of its own."""
+    assert setting_atoms("`VLLM_USE_V1=0` (or a configuration V1 rejects, see serving) and a sliding-window model") == [
+        "`VLLM_USE_V1=0`", "a sliding-window model"]
+    assert setting_atoms('`enable_prefix_caching=True` and `preemption_mode="swap"` (V1 rejects the latter, and so on)') == [
+        "`enable_prefix_caching=True`", '`preemption_mode="swap"`']
