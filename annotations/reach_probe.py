@@ -495,7 +495,7 @@ def home_configs(need: list[str], configs: dict[str, dict]) -> list[str]:
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "contradiction" or "suspect"
+    kind: str  # "contradiction", "suspect" or "import-only"
     config: str
     file: str  # upstream path
     note: str
@@ -526,8 +526,10 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
       ``setting`` note with a line that ran in a configuration lacking one of its settings. Lines
       run at import (``def``, class bodies) do not count, nor the test line of an ``if`` whose
       body did not run (the branch was declined, not entered).
-    * **suspect**: a note none of whose lines ran in its home configuration (:func:`home_configs`) (at import, only module-level statements
-      count, not ``def`` lines): the status may be wrong or the probe too weak.
+    * **suspect**: a note none of whose lines ran in its home configuration (:func:`home_configs`),
+      nor at import: the status may be wrong or the probe too weak;
+    * **import-only**: a note with functions none of which ran in its home configuration, whose other
+      statements (``class``, attributes) ran at import: fine for an interface, suspect otherwise.
     """
     if files is None:
         files = discover()
@@ -539,7 +541,8 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
             ran = set(config["executed"].get(upstream, []))
             entered = ran - _guards(report["branches"].get(upstream, []), ran)
             # At import a module runs its own statements; a ``def`` line there runs no function.
-            imported = set(report["imported"].get(upstream, [])) - set(report["def_headers"].get(upstream, []))
+            defs = set(report["def_headers"].get(upstream, []))
+            imported = set(report["imported"].get(upstream, [])) - defs
             for note in af.notes:
                 reach = af.reach_of(note)
                 if reach is None:
@@ -556,14 +559,18 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
                     findings.append(Finding("contradiction", config_name, upstream, note.id, status, lines,
                                             f"ran without {missing}"))
                 elif (reach.status != "unreached" and config_name in home_configs(need, report["configs"])
-                      and not any(n in inside for n in ran | imported)):
-                    findings.append(Finding("suspect", config_name, upstream, note.id, status, (),
-                                            "expected to run here; none of its lines ran"))
+                      and not any(n in inside for n in entered)):
+                    if not any(n in inside for n in imported):
+                        findings.append(Finding("suspect", config_name, upstream, note.id, status, (),
+                                                "expected to run here; none of its lines ran"))
+                    elif any(n in inside for n in defs):
+                        findings.append(Finding("import-only", config_name, upstream, note.id, status, (),
+                                                "its statements ran at import; none of its functions ran here"))
     return findings
 
 
 def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list[dict]:
-    """Per note: its status and, per configuration, the lines that ran (import-time lines apart)."""
+    """Per note: its status and, per configuration, the lines that ran (as :func:`compare` counts them)."""
     if files is None:
         files = discover()
     rows = []
@@ -577,7 +584,9 @@ def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list
             row = {"file": af.upstream, "note": note.id, "range": note.range_text,
                    "status": _status_text(reach) if reach else "", "at_import": any(n in imported for n in inside)}
             for name, config in report["configs"].items():
-                row[name] = [n for n in config["executed"].get(af.upstream, []) if n in inside]
+                ran = set(config["executed"].get(af.upstream, []))
+                entered = ran - _guards(report["branches"].get(af.upstream, []), ran)
+                row[name] = sorted(n for n in entered if n in inside)
             rows.append(row)
     return rows
 
