@@ -474,8 +474,8 @@ def setting_atoms(setting: str) -> list[str]:
     """The conditions of a ``setting`` status, each without its parenthetical remark.
 
     Split on " and " outside parentheses: "`A` (or a configuration V1 rejects) and a sliding-window
-    model" gives "`A`" and "a sliding-window model". A condition that is not one of a
-    configuration's settings (a kind of model, say) is one no configuration has.
+    model" gives "`A`" and "a sliding-window model". A kind of model is a condition like any other:
+    only a configuration that lists it has it.
     """
     parts, depth, current = [], 0, ""
     for token in re.split(r"(\(|\)|\s+and\s+)", setting):
@@ -611,7 +611,7 @@ def stale_files(report: dict, files: list[AnnotationFile] | None = None) -> list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m annotations.reach_probe", description=__doc__.split("\n")[0])
     parser.add_argument("--compare-only", action="store_true", help="read the committed report; run nothing")
-    parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--out", type=Path, default=REPORT, help="the report to write (or to read with --compare-only)")
     parser.add_argument("--notes", action="store_true", help="also print, per note, where its lines ran")
     args = parser.parse_args(argv)
     report = load_report(args.out) if args.compare_only else run(args.out)
