@@ -15,16 +15,11 @@ from __future__ import annotations
 from annotations.model import parse_text
 from annotations.reach_probe import REPORT, VERSION, compare, load_report, setting_atoms, stale_files
 
-#: Contradictions already reported to the lead (helpers' report reach-probe.md), pending a change
-#: of the note's range or status; each still fails if it spreads to other lines or notes.
-KNOWN = {
-    # L75 and L78 set sliding_window and max_block_sliding_window = None for every block manager;
-    # only L80-L86 (the cap) need a sliding-window model.
-    ("vllm/core/block_manager.py", "block_manager.init.sliding_window_cap"): (75, 78),
-    # L193-L199 (request id, the no-cross-table assert, the encoder-decoder/caching check) run on
-    # every admission; only L202-L205 need an encoder-decoder model.
-    ("vllm/core/block_manager.py", "block_manager.allocate.cross"): (193, 195, 196, 199),
-}
+#: Contradictions already reported to the lead, pending a change of the note's range or status; each
+#: entry maps (upstream file, note id) to the exact lines that ran, and still fails if it spreads to
+#: other lines or notes. Empty: the two reported in reach-probe.md (block_manager.init.sliding_window_cap
+#: L75/L78, block_manager.allocate.cross L193-L199) were fixed by moving those lines out of the notes.
+KNOWN: dict[tuple[str, str], tuple[int, ...]] = {}
 
 
 def test_probe_report_is_of_the_annotated_bytes():
