@@ -34,6 +34,16 @@ def retargeted(trace: dict, policy: str) -> dict:
     return out
 
 
+def installed_v0_policy() -> str | None:
+    """The installed release's V0 policy name, or None where it has no V0 block manager."""
+    from conformance.versions import installed_v0_policy_name
+
+    try:
+        return installed_v0_policy_name()
+    except NotApplicable:
+        return None
+
+
 def installed_policy() -> str | None:
     """The installed release's V1 policy name, or None where it has none.
 
@@ -81,6 +91,12 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
         elif recorded is not None and recorded != policy:
             skipped.append(f"{path.name} (recorded for {recorded}; installed: {policy})")
             continue
+        if trace["semantics"] == "v0":
+            # V0 traces hold scheduler calls every V0 release accepts; they are replayed under the
+            # installed release's V0 policy (none recorded means v0.10.2's).
+            v0_policy = installed_v0_policy()
+            if v0_policy is not None:
+                trace = {**trace, "config": {**trace["config"], "policy": v0_policy}}
         wanted = trace.get("versions")
         if wanted and version not in wanted:
             skipped.append(f"{path.name} (only {', '.join(wanted)})")

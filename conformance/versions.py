@@ -85,6 +85,15 @@ class V0Api:
     # ``Sequence(seq_id, inputs=token_inputs(tokens), block_size=...)``: inputs built by
     # ``vllm.inputs.token_inputs``.
     sequence_token_inputs: bool
+    # ``SelfAttnBlockSpaceManager.reset_prefix_cache()`` exists (from 0.7.0; 0.6.6.post1's
+    # vllm/core/block_manager.py has no such method).
+    reset_prefix_cache: bool = True
+    # ``SequenceGroup.get_seqs(status)`` filters each sequence by its own status. False (0.6.5 and
+    # 0.6.6.post1, v0.6.6.post1 vllm/sequence.py:804-811): it returns every sequence or none,
+    # by the *first* sequence's status, so the block manager's own get_seqs calls see a finished
+    # member of a group as still running. Those releases split ``n > 1`` into single-sequence
+    # groups, so the machine then finishes a group's sequences together, never one alone.
+    group_status_per_sequence: bool = True
 
 
 @dataclass(frozen=True)
@@ -121,11 +130,17 @@ class Release:
     # None: the release has no V0 block manager (vllm/core/block_manager.py).
     v0_api: V0Api | None
     kernels: KernelApi | None
+    # Name of the V0Policy reproducing these releases' V0 block manager (set where v0_api is).
+    v0_policy: str | None = None
     # Releases in the range whose environment ran the conformance command.
     measured: tuple[str, ...] = ()
     # Why the V1 machines cannot drive these releases' V1 manager although they have one (a
     # harness gap, reported as a harness error, never as "not applicable"); None: they can.
     v1_harness_gap: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.v0_api is None) != (self.v0_policy is None):
+            raise ValueError(f"row {self.first}..{self.last}: v0_api and v0_policy go together")
 
     def covers(self, version: str) -> bool:
         return version_key(self.first) <= version_key(version) <= version_key(self.last)
@@ -164,25 +179,30 @@ KERNELS_0_14 = replace(KERNELS_0_13, ops_package="vllm.v1.attention.ops")
 KERNELS_0_25 = replace(KERNELS_0_14, paged_2d_masks_tail=True)
 
 V0_API = V0Api(sequence_token_inputs=True)
+V0_API_0_6 = V0Api(sequence_token_inputs=True, reset_prefix_cache=False, group_status_per_sequence=False)
 
 # One row per span of releases whose sources were read (the last patch of each minor series,
 # and the first patch where a field changed) and found alike. ``v1_policy`` is the nearest
 # policy with the fields the sources show changed; ``measured`` lists the releases whose
 # environment ran the conformance command against it (conformance/reports/matrix.json).
-# 0.23.0 has no policy: it prepends freed hashless blocks only on the sliding-window manager's
-# paths, a variant no V1Policy models yet.
+# 0.23.0 prepends freed hashless blocks only on the sliding-window manager's paths
+# (V1Policy.sliding_window_frees_hashless_to_front).
 _NO_BLOCK_HASHER = ("its requests carry no block_hasher (vllm/v1/request.py, before 0.10) and the V1 "
                     "adapter builds requests only the 0.10+ way")
 
 RELEASES: tuple[Release, ...] = (
     # V0 block manager releases before V1's request block hasher (vllm/v1/request.py has no
     # block_hasher before 0.10): the V1 adapter cannot build their requests, so no V1 API.
-    Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=None),
-    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_9,
+    Release("0.6.6.post1", "0.6.6.post1", v1_policy=None, v1_api=None, v0_api=V0_API_0_6, kernels=None,
+            v0_policy="v0.6.6.post1"),
+    Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None),
+    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
+            kernels=KERNELS_0_9,
             v1_harness_gap=_NO_BLOCK_HASHER),
-    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, kernels=KERNELS_0_9,
+    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
+            kernels=KERNELS_0_9,
             v1_harness_gap=_NO_BLOCK_HASHER, measured=("0.9.2",)),
-    Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API,
+    Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_10, measured=("0.10.2",)),
     Release("0.11.2", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
     Release("0.12.0", "0.12.0", v1_policy="v0.12.0", v1_api=V1_API_0_12, v0_api=None, kernels=KERNELS_0_11),
@@ -190,10 +210,7 @@ RELEASES: tuple[Release, ...] = (
     Release("0.14.1", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14),
     Release("0.17.1", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
             measured=("0.20.2",)),
-    Release("0.23.0", "0.23.0", v1_policy=None, v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14,
-            v1_harness_gap="no V1Policy models its free-queue order yet (hashless blocks go to the front "
-                           "only on the sliding-window manager's paths: block_pool.py:419-440, "
-                           "single_type_kv_cache_manager.py:497-501, 764)"),
+    Release("0.23.0", "0.23.0", v1_policy="v0.23.0", v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
     Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
     Release("0.25.1", "0.28.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
     Release("0.29.0", "0.30.0", v1_policy="v0.29.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
@@ -268,6 +285,19 @@ def vllm_import_failed(err: ImportError) -> Exception:
     return HarnessError(f"vLLM {installed} is installed but does not import: {type(err).__name__}: {err}")
 
 
+def installed_v0_policy_name() -> str:
+    """The reference V0Policy name for the installed vLLM's V0 block manager.
+
+    NotApplicable without vLLM, for a release outside the table, or for one without a V0 block
+    manager (after 0.10.2).
+    """
+    version, row = installed_release()
+    if row.v0_policy is None:
+        raise NotApplicable(f"vLLM {version} has no V0 block manager "
+                            "(vllm/core/block_manager.py was removed after 0.10.2)")
+    return row.v0_policy
+
+
 def installed_v1_policy_name() -> str:
     """The reference policy name for the installed vLLM's V1 manager.
 
@@ -285,5 +315,5 @@ def installed_v1_policy_name() -> str:
 __all__ = [
     "V0Api", "V1Api", "KernelApi", "Release", "RELEASES", "HarnessError", "installed_vllm_version", "installed_release",
     "vllm_import_failed",
-    "installed_v1_policy_name", "release_row", "version_key", "V1_POLICY_NAMES",
+    "installed_v1_policy_name", "installed_v0_policy_name", "release_row", "version_key", "V1_POLICY_NAMES",
 ]

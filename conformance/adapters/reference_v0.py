@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.lockstep import OpError
+from reference.blocks.policies import V0_POLICIES, V0_V0_10_2
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
 
@@ -51,7 +52,8 @@ class ReferenceV0System:
         self.manager = BlockSpaceManager(
             block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
             num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
-            sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"])
+            sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"],
+            policy=V0_POLICIES[config.get("policy", V0_V0_10_2.name)])
         self.seqs: dict[int, _Seq] = {}
         self.groups: dict[str, list[int]] = {}
 

@@ -56,6 +56,9 @@ class VllmV0System:
             raise NotApplicable(f"vLLM {version} has no V0 block manager "
                                 "(vllm/core/block_manager.py was removed after 0.10.2)")
         self.version, self.api = version, row.v0_api
+        # What the machine may ask of this release (read by conformance.machines.v0).
+        self.supports_reset_prefix_cache = row.v0_api.reset_prefix_cache
+        self.group_status_per_sequence = row.v0_api.group_status_per_sequence
         from vllm.core.block.interfaces import BlockAllocator
         from vllm.core.block_manager import SelfAttnBlockSpaceManager
         from vllm.inputs import token_inputs
@@ -164,6 +167,9 @@ class VllmV0System:
             running = self._group(op["group"]).get_seqs(status=S.RUNNING)
             return list(bm.get_common_computed_block_ids(running))
         if kind == "reset_prefix_cache":
+            if not self.supports_reset_prefix_cache:  # the machine never asks; a saved trace may
+                raise NotApplicable(f"vLLM {self.version}'s V0 block manager has no reset_prefix_cache "
+                                    "(V0Api.reset_prefix_cache)")
             return bm.reset_prefix_cache()
         if kind == "hit_rate":
             return bm.get_prefix_cache_hit_rate(self._Device.GPU)

@@ -108,6 +108,7 @@ def long_v0_configs(enable_caching: bool, against: str | None = None):
         block_size = draw(st.sampled_from([16, 32]))
         one_request = -(-MAX_MODEL_LEN // block_size) + 2
         config = {
+            "policy": v0.target_policy(against),
             "block_size": block_size,
             "num_gpu_blocks": draw(st.sampled_from([one_request, BIG_POOL])),
             "num_cpu_blocks": draw(st.sampled_from([0, one_request])),

@@ -60,9 +60,19 @@ def make_systems(config: dict):
     return ReferenceV0System(config), VllmV0System(config)
 
 
+def target_policy(against: str | None) -> str:
+    """The V0Policy the reference runs: the installed vLLM's, or v0.10.2's against itself."""
+    if against == "reference":
+        return "v0.10.2"
+    from conformance.versions import installed_v0_policy_name
+
+    return installed_v0_policy_name()
+
+
 def config_strategy(enable_caching: bool, against: str | None = None):
     windows = st.just(None) if enable_caching else st.one_of(st.none(), st.none(), st.integers(1, 12))
     return st.fixed_dictionaries({
+        "policy": st.just(target_policy(against)),
         "block_size": st.sampled_from([1, 2, 4]),
         "num_gpu_blocks": st.integers(1, 12),
         "num_cpu_blocks": st.integers(0, 8),
@@ -119,6 +129,10 @@ class V0Machine(LockstepMachine):
         if out.get("error") == "refused":
             self.broken = True
         return out
+
+    def _status_per_sequence(self) -> bool:
+        """Can one sequence of a group finish while the others run? (V0Api.group_status_per_sequence)"""
+        return all(getattr(s, "group_status_per_sequence", True) for s in (self.a, self.b))
 
     def _admit(self, gid: str) -> None:
         out = self.do({"op": "can_allocate", "group": gid, "lookahead": 0})
@@ -254,10 +268,14 @@ class V0Machine(LockstepMachine):
     def free(self, pick, which):
         groups = self.running
         gid = groups[pick % len(groups)]
-        sid = self.members[gid][which % len(self.members[gid])]
-        # A refusal leaves the sequence alive.
-        if "error" not in self.do({"op": "free", "seq": sid}):
-            self.members[gid].remove(sid)
+        if self._status_per_sequence():
+            chosen = [self.members[gid][which % len(self.members[gid])]]
+        else:  # the release's SequenceGroup cannot hold a finished member beside running ones
+            chosen = list(self.members[gid])
+        for sid in chosen:
+            # A refusal leaves the sequence alive.
+            if "error" not in self.do({"op": "free", "seq": sid}):
+                self.members[gid].remove(sid)
         if not self.members[gid]:
             for pool in (self.running, self.swapped):
                 if gid in pool:
@@ -292,6 +310,7 @@ class V0Machine(LockstepMachine):
         self.do({"op": "common_computed", "group": gid})
         self.do({"op": "hit_rate"})
 
+    @precondition(lambda self: all(getattr(s, "supports_reset_prefix_cache", True) for s in (self.a, self.b)))
     @rule()
     def reset_prefix_cache(self):
         self.do({"op": "reset_prefix_cache"})

@@ -59,7 +59,9 @@ def accepted_layout(groups: list[dict], block_size: int, enable_caching: bool, p
 
     specs = [FullAttention(block_size) if g["kind"] == "full" else SlidingWindow(block_size, g["window"])
              for g in groups]
-    return hybrid_layout_problem(specs, enable_caching, V1_POLICIES[policy].hybrid_groups_any_layout) is None
+    rules = V1_POLICIES[policy]
+    return hybrid_layout_problem(specs, enable_caching, rules.hybrid_groups_any_layout,
+                                 rules.hybrid_needs_distinct_specs) is None
 
 
 @st.composite

@@ -34,6 +34,15 @@ class V1Policy:
     #   v0.10.2 vllm/v1/core/block_pool.py:252-267 (free_blocks: append_n of all)
     free_hashless_blocks_to_front: bool
 
+    # The same choice made by the sliding-window manager alone (v0.23.0): when it releases
+    # out-of-window blocks or frees a request, hashless blocks go to the front of the free queue
+    # and hashed ones to the tail, while the full-attention manager still appends everything.
+    # From v0.24.0 free_hashless_blocks_to_front makes every path do it.
+    #   v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:497-501 (remove_skipped_blocks),
+    #           751-765 (SlidingWindowManager.free); block_pool.py:419-440 (free_blocks(prepend))
+    #   v0.22.1: absent (free_blocks has no prepend argument)
+    sliding_window_frees_hashless_to_front: bool
+
     # Whether the null block's reference count moves. In v0.10.2 ``touch`` increments it for
     # the leading null blocks of a sliding-window hit and ``free_blocks`` decrements it when a
     # request holding null blocks is freed (it is never queued), so the count drifts, even
@@ -42,6 +51,19 @@ class V1Policy:
     #   v0.33.0 vllm/v1/core/block_pool.py:792-810 (touch: `if block.is_null: continue`),
     #           816-831 (free_blocks skips null), single_type_kv_cache_manager.py:571-589
     null_block_ref_counted: bool
+
+    # Whether a prefix hit's skipped head is touched. A sliding-window hit starts with null
+    # entries for the blocks already outside the window. True (v0.10.2 .. v0.13.0): the manager
+    # touches every hit block, those leading nulls included, so (where the null block is counted)
+    # a hit raises its count. False (from v0.14.0): the per-group manager first slices the
+    # skipped head off the hit (``num_skipped_tokens // block_size`` entries), touches the rest,
+    # and pads the table with that many nulls untouched, so a hit leaves the null count alone
+    # while a later free still counts each padded null down.
+    #   v0.10.2 vllm/v1/core/kv_cache_manager.py:276 (touch of the whole hit)
+    #   v0.13.0 vllm/v1/core/kv_cache_manager.py:293 (the same)
+    #   v0.14.0 vllm/v1/core/single_type_kv_cache_manager.py:166-179 (slice, then touch)
+    #   v0.20.2 vllm/v1/core/single_type_kv_cache_manager.py:204-218 (the same)
+    hit_touches_skipped_nulls: bool
 
     # The seed of NONE_HASH (the parent hash of every first block) when PYTHONHASHSEED is unset.
     # A string: NONE_HASH = hash_fn(seed), the same in every process (v0.33.0 uses
@@ -100,6 +122,14 @@ class V1Policy:
     #   reading each release's wheel, after the lockstep machine hit the refusal at v0.10.2).
     hybrid_groups_any_layout: bool
 
+    # Whether the unrestricted hybrid coordinator (v0.14.0 .. v0.28.0) still asserts at
+    # construction that the groups hold at least two distinct specs, so several groups with one
+    # spec ([sw, sw] of one window, [full, full]) are refused with prefix caching on. v0.29.0
+    # dropped the assertion. (Where hybrid_groups_any_layout is false the stricter check decides.)
+    #   v0.14.0 vllm/v1/core/kv_cache_coordinator.py:419-421; v0.28.0 kv_cache_coordinator.py:682-684
+    #   v0.29.0: absent from kv_cache_coordinator.py
+    hybrid_needs_distinct_specs: bool
+
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:
             raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")
@@ -108,7 +138,9 @@ class V1Policy:
 V1_V0_33_0 = V1Policy(
     name="v0.33.0",
     free_hashless_blocks_to_front=True,
+    sliding_window_frees_hashless_to_front=True,
     null_block_ref_counted=False,
+    hit_touches_skipped_nulls=False,
     none_hash_default_seed="vllm-none-hash",
     tagged_extra_keys=True,
     lora_extra_key="tagged",
@@ -117,12 +149,15 @@ V1_V0_33_0 = V1Policy(
     evict_blocks_supported=True,
     cache_full_blocks_skips_null=True,
     hybrid_groups_any_layout=True,
+    hybrid_needs_distinct_specs=False,
 )
 
 V1_V0_10_2 = V1Policy(
     name="v0.10.2",
     free_hashless_blocks_to_front=False,
+    sliding_window_frees_hashless_to_front=False,
     null_block_ref_counted=True,
+    hit_touches_skipped_nulls=True,
     none_hash_default_seed=None,
     tagged_extra_keys=False,
     lora_extra_key="int_id",
@@ -131,26 +166,35 @@ V1_V0_10_2 = V1Policy(
     evict_blocks_supported=False,
     cache_full_blocks_skips_null=False,
     hybrid_groups_any_layout=False,
+    hybrid_needs_distinct_specs=False,
 )
 
-# vLLM 0.17.1 .. 0.22.1 (measured at v0.20.2): v0.10.2's choices except two.
+# vLLM 0.14.1 .. 0.22.1 (measured at v0.20.2): v0.10.2's choices except these.
 #   evict_blocks_supported: BlockPool.evict_blocks exists from v0.13.0
 #     (v0.13.0 vllm/v1/core/block_pool.py:400-417; v0.20.2 block_pool.py:424-441);
-#   cache_full_blocks_skips_null: from v0.14.1 (v0.14.1 vllm/v1/core/block_pool.py:259;
+#   cache_full_blocks_skips_null: from v0.14.0 (v0.14.0 vllm/v1/core/block_pool.py:259;
 #     v0.20.2 block_pool.py:262 `if blk.is_null: continue`).
 #   lora_extra_key = "name": a LoRA adapter enters block hashes by name from v0.11.1
 #     (v0.11.1 vllm/v1/core/kv_cache_utils.py:450-462; v0.20.2 the same function), found by
 #     the v1.lifecycle machine at v0.20.2 (hashes differed under v0.10.2's "int_id").
-# Still as v0.10.2: freed blocks all go to the tail (prepend_n arrives in v0.23.0), free_blocks
-# counts the null block down (v0.20.2 block_pool.py free_blocks has no null skip) -- but a
-# sliding-window hit does not touch its leading null blocks (they are sliced off as skipped,
-# v0.20.2 vllm/v1/core/single_type_kv_cache_manager.py:204-218), a variant null_block_ref_counted cannot express, so
-# v1.sliding_window fails at 0.20.2 (found with 300 examples; 100 missed it) -- a random raw NONE_HASH, bare extra keys, and every zero-token allocation refused
-# (v0.20.2 vllm/v1/core/kv_cache_manager.py:349-353).
+# Still as v0.10.2: freed blocks all go to the tail (prepend_n arrives in v0.23.0), the null
+# block is counted (free_blocks counts each null entry of a freed table down:
+# v0.20.2 vllm/v1/core/block_pool.py:408-422 has no null skip), a random raw NONE_HASH, bare extra keys,
+# and every zero-token allocation refused (v0.20.2 vllm/v1/core/kv_cache_manager.py:349-353).
+#   hit_touches_skipped_nulls = False: a sliding-window hit's skipped head is sliced off before
+#     touch (from v0.14.0; v0.20.2 vllm/v1/core/single_type_kv_cache_manager.py:204-218), so a hit
+#     leaves the null count alone and a free counts it down. Found by v1.sliding_window at 0.20.2:
+#     under v0.10.2's touch of the whole hit it diverged at /blocks[0][0] (reference 1, vLLM 0);
+#     with null_block_ref_counted = False instead it diverged at the free.
+#   hybrid_groups_any_layout (from v0.14.0, above) but hybrid_needs_distinct_specs: several groups
+#     of one spec are still refused (v0.20.2 vllm/v1/core/kv_cache_coordinator.py:460-462), found by
+#     v1.sliding_window at 0.20.2 drawing [sw, sw] (a harness error until the field existed).
 V1_V0_20_2 = V1Policy(
     name="v0.20.2",
     free_hashless_blocks_to_front=False,
+    sliding_window_frees_hashless_to_front=False,
     null_block_ref_counted=True,
+    hit_touches_skipped_nulls=False,
     none_hash_default_seed=None,
     tagged_extra_keys=False,
     lora_extra_key="name",
@@ -159,6 +203,7 @@ V1_V0_20_2 = V1Policy(
     evict_blocks_supported=True,
     cache_full_blocks_skips_null=True,
     hybrid_groups_any_layout=True,
+    hybrid_needs_distinct_specs=True,
 )
 
 # The releases between the pins, each the nearest measured policy with the fields that the
@@ -167,23 +212,26 @@ V1_V0_20_2 = V1Policy(
 V1_V0_12_0 = replace(V1_V0_10_2, name="v0.12.0", lora_extra_key="name")
 # vLLM 0.13.0: evict_blocks appears.
 V1_V0_13_0 = replace(V1_V0_12_0, name="v0.13.0", evict_blocks_supported=True)
-# vLLM 0.24.0 .. 0.28.0: hashless freed blocks to the front; the admission watermark.
-V1_V0_24_0 = replace(V1_V0_20_2, name="v0.24.0", free_hashless_blocks_to_front=True, watermark_supported=True)
-# vLLM 0.29.0 and 0.30.0: the fixed NONE_HASH seed.
-V1_V0_29_0 = replace(V1_V0_24_0, name="v0.29.0", none_hash_default_seed="vllm-none-hash")
+# vLLM 0.23.0: the sliding-window manager (only) frees hashless blocks to the front.
+V1_V0_23_0 = replace(V1_V0_20_2, name="v0.23.0", sliding_window_frees_hashless_to_front=True)
+# vLLM 0.24.0 .. 0.28.0: hashless freed blocks to the front on every path; the admission watermark.
+V1_V0_24_0 = replace(V1_V0_23_0, name="v0.24.0", free_hashless_blocks_to_front=True, watermark_supported=True)
+# vLLM 0.29.0 and 0.30.0: the fixed NONE_HASH seed; several groups of one spec accepted.
+V1_V0_29_0 = replace(V1_V0_24_0, name="v0.29.0", none_hash_default_seed="vllm-none-hash",
+                     hybrid_needs_distinct_specs=False)
 # vLLM 0.31.0 and 0.32.0: tagged extra keys, zero-token hit adoption.
 V1_V0_31_0 = replace(V1_V0_29_0, name="v0.31.0", tagged_extra_keys=True, lora_extra_key="tagged",
                      zero_token_hit_adoption=True)
 
-# vLLM 0.32.0 (measured): v0.31.0's choices, but the null block's count does not move at a
-# sliding-window prefix hit (v1.sliding_window diverged at /blocks[0][0] under v0.31.0: vLLM 0,
-# reference 1). 0.20.2 shows the same at a hit but still decrements the null block's count when
-# a request is freed, so neither value of the field reproduces 0.20.2 (its v1.sliding_window
-# fails under both, 300 examples); where the 0.32.0 behaviour first appears is not bisected yet.
-V1_V0_32_0 = replace(V1_V0_31_0, name="v0.32.0", null_block_ref_counted=False)
+# vLLM 0.32.0: v0.31.0's choices. (An earlier matrix run modelled 0.32.0 as not counting the
+# null block at all: under v0.31.0's choices as they then stood, with the whole hit touched, it
+# diverged at a hit, and the one field that existed made the hit pass. The free-time count-down
+# that 0.32.0's sources still do (v0.32.0 vllm/v1/core/block_pool.py:774-791, no null skip) was
+# not drawn in that run; hit_touches_skipped_nulls = False is what 0.32.0's sources do.)
+V1_V0_32_0 = replace(V1_V0_31_0, name="v0.32.0")
 
 V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (
-    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_24_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2)}
+    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_24_0, V1_V0_23_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2)}
 
 
 @dataclass(frozen=True)
@@ -235,14 +283,42 @@ V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
         "neither check); before: v0.13.0 and v0.10.2 kv_cache_coordinator.py:300-322, 338-348",
         ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
     FieldChange(
+        "hybrid_needs_distinct_specs", "0.14.0", True,
+        "the hybrid coordinator that accepts any layout asserts that the groups hold at least two "
+        "distinct specs, so several groups of one spec are refused with prefix caching on (the "
+        "stricter check before 0.14.0 refused them too).",
+        "the coordinator merges hit lengths across attention types; with a single spec there is "
+        "only one type, and this release asserts instead of treating it as one attention group.",
+        "v0.14.0 vllm/v1/core/kv_cache_coordinator.py:419-421",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
+    FieldChange(
+        "hybrid_needs_distinct_specs", "0.29.0", False,
+        "several KV-cache groups of one spec are accepted with prefix caching on.",
+        "the coordinator now only asserts that there is at least one attention group "
+        "(kv_cache_coordinator.py:703), so a single spec split over several groups is one "
+        "attention group like any other.",
+        "v0.29.0 vllm/v1/core/kv_cache_coordinator.py:703-705 (at least one attention group); "
+        "before: v0.28.0 vllm/v1/core/kv_cache_coordinator.py:682-684",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
+    FieldChange(
         "free_hashless_blocks_to_front", "0.24.0", True,
         "free_blocks puts freed blocks that carry no hash at the front of the free queue "
-        "(prepend_n), hashed ones still at the tail. (v0.23.0 did this only on the sliding-window "
-        "manager's paths, through a prepend argument: a variant no policy models yet.)",
+        "(prepend_n), hashed ones still at the tail, on every path (v0.23.0 did it only on the "
+        "sliding-window manager's paths: sliding_window_frees_hashless_to_front).",
         "a block with no cached content is worth nothing to keep: reusing it first keeps hashed "
         "blocks (possible prefix hits) longest and reuses recently touched memory.",
         "v0.24.0 vllm/v1/core/block_pool.py:614-635 (free_blocks: prepend_n at 634); v0.23.0 "
         "block_pool.py:419-440 and single_type_kv_cache_manager.py:497-501, 764",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    FieldChange(
+        "sliding_window_frees_hashless_to_front", "0.23.0", True,
+        "the sliding-window manager frees out-of-window blocks and finished requests' blocks in two "
+        "calls: hashed blocks to the tail of the free queue, hashless ones to the front "
+        "(free_blocks(..., prepend=True)); full attention still appends everything.",
+        "a released block with no hash can never be a prefix hit, so it is the best block to reuse "
+        "next; a hashed one may still be hit and should be evicted last.",
+        "v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:497-501, 751-765; "
+        "before: v0.22.1 vllm/v1/core/block_pool.py has no prepend",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
     FieldChange(
         "watermark_supported", "0.24.0", True,
@@ -290,16 +366,64 @@ V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
         "v0.31.0 vllm/v1/core/kv_cache_manager.py:471-479",
         ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots.prepare",)),
     FieldChange(
-        "null_block_ref_counted", "0.32.0", False,
-        "the null block's reference count no longer moves: a sliding-window prefix hit leaves it "
-        "at 0 (measured at 0.32.0; v0.33.0 also skips it explicitly in touch and free_blocks).",
-        "the null block is never pooled; counting it was meaningless and its count wandered with "
-        "every sliding-window hit and free.",
-        "v0.32.0: first measured by v1.sliding_window (the releases between 0.20.2 and 0.32.0 are not "
-        "bisected yet, and the 0.32.0 lines responsible are not located yet); v0.33.0 "
-        "vllm/v1/core/block_pool.py:792-810 (touch), 816-831 (free_blocks)",
+        "hit_touches_skipped_nulls", "0.14.0", False,
+        "a sliding-window prefix hit no longer touches its skipped head: the per-group manager "
+        "slices the leading entries outside the window off the hit, touches the rest and pads the "
+        "table with untouched nulls, so a hit leaves the null block's count alone (a later free "
+        "still counts each null entry down).",
+        "the skipped entries are nulls that the request will never read; touching them only moved "
+        "a count that nothing reads.",
+        "v0.14.0 vllm/v1/core/single_type_kv_cache_manager.py:166-179; before: "
+        "v0.13.0 vllm/v1/core/kv_cache_manager.py:293 touches the whole hit",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.touch",)),
+    FieldChange(
+        "null_block_ref_counted", "0.33.0", False,
+        "the null block's reference count no longer moves: touch and free_blocks skip it, and a "
+        "freed table's leading nulls are trimmed before it is freed.",
+        "the null block is never pooled; counting it was meaningless and its count drifted below "
+        "zero with every freed sliding-window table.",
+        "v0.33.0 vllm/v1/core/block_pool.py:792-810 (touch), 816-831 (free_blocks); "
+        "before: v0.32.0 vllm/v1/core/block_pool.py:774-791 counts every freed entry down",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.touch",
          "v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks")),
+)
+
+
+@dataclass(frozen=True)
+class V0Policy:
+    """One release's choices on the points where the V0 block manager changed (0.6 .. 0.10)."""
+
+    name: str
+
+    # The parent hash of a sequence's first page, which is also the marker "the previous page
+    # has no hash yet". True: the string hash hash('None') (from v0.7.2). A page whose previous
+    # page has no hash then gets none either only if that previous hash *equals the marker*; a
+    # previous page that is not full (hash None) is hashed on with None as its parent.
+    # False (up to v0.7.1): None itself, so the first page hashes (True, None, *tokens, extra)
+    # and any page after an unhashed one has no hash.
+    #   v0.10.2 vllm/core/block/prefix_caching_block.py:893-925 (content_hash), 971-977 (tracker)
+    #   v0.7.1 vllm/core/block/prefix_caching_block.py:891-904 (content_hash), 996-1012 (tracker)
+    str_none_parent_hash: bool
+
+
+V0_V0_10_2 = V0Policy(name="v0.10.2", str_none_parent_hash=True)
+# vLLM 0.6.6.post1 (measured): v0.prefix_caching diverged on the first page's hash under
+# v0.10.2's choices (its first page hashes with a None parent).
+V0_V0_6_6_POST1 = V0Policy(name="v0.6.6.post1", str_none_parent_hash=False)
+
+V0_POLICIES: dict[str, V0Policy] = {p.name: p for p in (V0_V0_10_2, V0_V0_6_6_POST1)}
+
+V0_FIELD_HISTORY: tuple[FieldChange, ...] = (
+    FieldChange(
+        "str_none_parent_hash", "0.7.2", True,
+        "the first page of a sequence hashes with hash('None') as its parent instead of None, and "
+        "that string hash (not None) marks a previous page without a hash.",
+        "from Python 3.12 hash(None) is a fixed constant, so a None parent made every first-page "
+        "hash predictable (easier to aim collisions at); a string hash is randomised per process "
+        "(unless PYTHONHASHSEED is set), as hash(None) was before 3.12.",
+        "v0.7.2 vllm/core/block/prefix_caching_block.py:74 (_none_hash); before: "
+        "v0.7.1 vllm/core/block/prefix_caching_block.py:891-904",
+        ("v0.10.2/vllm/core/block/prefix_caching_block.py#prefix_caching_block.content_hash",)),
 )
 
 
@@ -312,6 +436,7 @@ def v1_policy_for_version(version: str) -> V1Policy:
         raise KeyError(f"no V1 policy for vLLM {version!r}; known: {sorted(V1_POLICIES)}") from None
 
 
-__all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_31_0", "V1_V0_29_0", "V1_V0_24_0", "V1_V0_20_2", "V1_V0_13_0",
+__all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_32_0", "V1_V0_31_0", "V1_V0_29_0", "V1_V0_24_0", "V1_V0_23_0", "V1_V0_20_2", "V1_V0_13_0",
            "V1_V0_12_0", "V1_V0_10_2", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
-           "V1_FIELD_HISTORY", "LORA_EXTRA_KEYS"]
+           "V1_FIELD_HISTORY", "LORA_EXTRA_KEYS", "V0Policy", "V0_V0_10_2", "V0_V0_6_6_POST1",
+           "V0_POLICIES", "V0_FIELD_HISTORY"]

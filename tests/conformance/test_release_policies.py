@@ -8,7 +8,9 @@ import pytest
 
 from tests.conformance.test_v1_conformance import cfg as v1_cfg
 from tests.conformance.test_v1_conformance import run_ops
-from reference.blocks.policies import V1_FIELD_HISTORY, V1_POLICIES, V1_V0_10_2, V1_V0_20_2, V1_V0_33_0, V1Policy
+from conformance.adapters.reference_v0 import ReferenceV0System
+from reference.blocks.policies import (V0_FIELD_HISTORY, V0_POLICIES, V0_V0_6_6_POST1, V0_V0_10_2, V1_FIELD_HISTORY,
+                                       V1_POLICIES, V1_V0_10_2, V1_V0_20_2, V1_V0_32_0, V1_V0_33_0, V0Policy, V1Policy)
 
 
 def cfg(**kw) -> dict:
@@ -39,21 +41,75 @@ def test_v0_20_2_policy_differs_from_both_pins_where_the_sources_say():
     differs_from_10 = {f.name for f in dataclasses.fields(V1Policy)
                        if getattr(V1_V0_20_2, f.name) != getattr(V1_V0_10_2, f.name)} - {"name"}
     assert differs_from_10 == {"evict_blocks_supported", "cache_full_blocks_skips_null", "lora_extra_key",
-                              "hybrid_groups_any_layout"}
+                              "hybrid_groups_any_layout", "hit_touches_skipped_nulls", "hybrid_needs_distinct_specs"}
     assert V1_POLICIES["v0.20.2"] is V1_V0_20_2
 
 
 def test_history_values_match_the_pinned_policies():
-    """Catches: a change log entry whose value contradicts the policy of a release after it."""
+    """Catches: a change-log entry whose value contradicts a policy of a release on either side
+    (every named policy is checked against the latest change at or before its release)."""
     def key(v):
         return [int(x) for x in v.split(".")]
-    for change in V1_FIELD_HISTORY:
-        later = [p for p in (V1_V0_20_2, V1_V0_33_0) if key(p.name[1:]) >= key(change.first)]
-        later_changes = [c for c in V1_FIELD_HISTORY if c.field == change.field and key(c.first) > key(change.first)]
-        for policy in later:
-            if any(key(policy.name[1:]) >= key(c.first) for c in later_changes):
-                continue
-            assert getattr(policy, change.field) == change.value_from, (change.field, policy.name)
-        earlier = [p for p in (V1_V0_10_2, V1_V0_20_2) if key(p.name[1:]) < key(change.first)]
-        for policy in earlier:
-            assert getattr(policy, change.field) != change.value_from, (change.field, policy.name)
+    fields = {c.field for c in V1_FIELD_HISTORY}
+    for field in fields:
+        changes = sorted((c for c in V1_FIELD_HISTORY if c.field == field), key=lambda c: key(c.first))
+        for policy in V1_POLICIES.values():
+            release = key(policy.name[1:])
+            applied = [c for c in changes if key(c.first) <= release]
+            value = getattr(policy, field)
+            if applied:
+                assert value == applied[-1].value_from, (field, policy.name)
+            else:
+                assert value != changes[0].value_from, (field, policy.name)
+
+
+SW_HIT = [
+    {"op": "add_request", "req": "a", "tokens": [1, 2, 1, 2, 1, 2, 1], "salt": None, "lora": None},
+    {"op": "allocate_slots", "req": "a", "num_new_tokens": 7, "use_hit": False},
+    {"op": "add_request", "req": "b", "tokens": [1, 2, 1, 2, 1, 2, 1], "salt": None, "lora": None},
+    {"op": "get_computed_blocks", "req": "b"},
+    {"op": "allocate_slots", "req": "b", "num_new_tokens": 1, "use_hit": True},
+]
+
+
+def test_null_block_count_at_a_sliding_window_hit_and_free_per_release():
+    """Catches: 0.14.0-0.32.0's null-block bookkeeping (a hit leaves the count alone, a free counts
+    each null entry down) modelled as v0.10.2's (the hit touches its skipped nulls) or as
+    v0.33.0's (never counted): the divergence v1.sliding_window found at 0.20.2."""
+    config = cfg(groups=[{"kind": "sliding", "window": 3}])
+    free_b = [{"op": "free", "req": "b"}]
+
+    def null_counts(policy):
+        after_hit = run_ops(config, policy, SW_HIT)[1]["blocks"][0][0]
+        after_free = run_ops(config, policy, SW_HIT + free_b)[1]["blocks"][0][0]
+        return after_hit, after_free
+
+    hit_10, free_10 = null_counts(V1_V0_10_2)
+    hit_20, free_20 = null_counts(V1_V0_20_2)
+    assert null_counts(V1_V0_33_0) == (0, 0)
+    assert hit_20 == 0 and free_20 < 0           # untouched at the hit, counted down at the free
+    assert hit_10 > 0 and free_10 == hit_10 - 2  # b's two skipped nulls: touched, then freed
+    assert null_counts(V1_V0_32_0) == (hit_20, free_20)
+
+
+def v0_first_page_hash(policy: V0Policy) -> str:
+    system = ReferenceV0System({"block_size": 2, "num_gpu_blocks": 4, "num_cpu_blocks": 0, "watermark": 0.0,
+                                "sliding_window": None, "enable_caching": True, "policy": policy.name})
+    system.apply({"op": "add_group", "group": "g", "seqs": [1], "prompt": [1, 2, 3]})
+    system.apply({"op": "num_cached_tokens", "seq": 1})
+    return system.snapshot()["computed_tracker"]["1"]["hashes"][0]
+
+
+def test_v0_first_page_parent_hash_per_release():
+    """Catches: vLLM 0.6.6.post1's first-page hash (parent None, before 0.7.2) computed with
+    v0.10.2's hash('None') parent: the divergence v0.prefix_caching found at 0.6.6.post1."""
+    assert v0_first_page_hash(V0_V0_6_6_POST1) != v0_first_page_hash(V0_V0_10_2)
+    assert v0_first_page_hash(V0_V0_6_6_POST1) == format(hash((True, None, 1, 2, None)) & (2**64 - 1), "016x")
+
+
+def test_v0_history_matches_the_policies():
+    """Catches: a V0 change-log entry whose value contradicts the policy of a release on either side."""
+    for change in V0_FIELD_HISTORY:
+        assert getattr(V0_V0_10_2, change.field) == change.value_from
+        assert getattr(V0_V0_6_6_POST1, change.field) != change.value_from
+    assert set(V0_POLICIES) == {"v0.10.2", "v0.6.6.post1"}

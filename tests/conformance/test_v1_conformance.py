@@ -19,7 +19,7 @@ import pytest
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
-from reference.blocks.policies import V1_V0_10_2, V1_V0_33_0, V1Policy
+from reference.blocks.policies import V1_V0_10_2, V1_V0_20_2, V1_V0_23_0, V1_V0_33_0, V1Policy
 from tests.conformance.pinned import unavailable
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v1").glob("*.json"))
@@ -127,7 +127,13 @@ FIELD_SCENARIOS = {
     "free_hashless_blocks_to_front": (cfg(), [add("a", [1, 2, 3]), alloc("a", 3), {"op": "free", "req": "a"}]),
     "null_block_ref_counted": (cfg(groups=SW), [
         add("a", [1, 2, 1, 2, 1, 2, 1]), alloc("a", 7),
+        add("b", [1, 2, 1, 2, 1, 2, 1]), {"op": "get_computed_blocks", "req": "b"}, alloc("b", 1, True),
+        {"op": "free", "req": "b"}]),
+    "hit_touches_skipped_nulls": (cfg(groups=SW), [
+        add("a", [1, 2, 1, 2, 1, 2, 1]), alloc("a", 7),
         add("b", [1, 2, 1, 2, 1, 2, 1]), {"op": "get_computed_blocks", "req": "b"}, alloc("b", 1, True)]),
+    "sliding_window_frees_hashless_to_front": (cfg(groups=SW), [
+        add("a", [1, 2, 3]), alloc("a", 3), {"op": "free", "req": "a"}]),
     "none_hash_default_seed": (cfg(pythonhashseed=None), [add("a", [1, 2])]),
     "tagged_extra_keys": (cfg(), [add("a", [1, 2, 3], salt="s", lora="a")]),
     "lora_extra_key": (cfg(), [add("a", [1, 2, 3], lora="a")]),
@@ -139,6 +145,7 @@ FIELD_SCENARIOS = {
     "cache_full_blocks_skips_null": (cfg(groups=SW), [
         add("a", [1, 2, 1, 2, 1, 2, 1]), {**alloc("a", 4), "delay_cache_blocks": True}, alloc("a", 3)]),
     "hybrid_groups_any_layout": (cfg(groups=SW + [{"kind": "full"}] + SW), [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "hybrid_needs_distinct_specs": (cfg(groups=SW + SW), [add("a", [1, 2, 3]), alloc("a", 3)]),
 }
 
 
@@ -152,10 +159,15 @@ def test_every_policy_field_has_a_scenario():
 def test_policy_field_changes_an_observable_outcome(field):
     """Catches: a policy field that no op sequence of the machine's vocabulary can observe."""
     config, ops = FIELD_SCENARIOS[field]
-    base = V1_V0_33_0
-    flipped = dataclasses.replace(base, **{field: getattr(V1_V0_10_2, field)})
+    # A field that only shows where another is set flips from a release that sets that other one.
+    base = {"hit_touches_skipped_nulls": V1_V0_20_2,
+            "sliding_window_frees_hashless_to_front": V1_V0_23_0}.get(field, V1_V0_33_0)
+    # A field that v0.10.2 shares with v0.33.0 flips to the value of the release that differs.
+    flip_to = {"hybrid_needs_distinct_specs": V1_V0_20_2}.get(field, V1_V0_10_2)
+    flipped = dataclasses.replace(base, **{field: getattr(flip_to, field)})
     refused_at_construction = {"watermark_supported": "watermark",  # v0.10.2 has no watermark
-                               "hybrid_groups_any_layout": "refuses these groups"}  # nor [sw, full, sw]
+                               "hybrid_groups_any_layout": "refuses these groups",  # nor [sw, full, sw]
+                               "hybrid_needs_distinct_specs": "refuses these groups"}  # 0.14-0.28: [sw, sw]
     if field in refused_at_construction:
         with pytest.raises(Exception, match=refused_at_construction[field]):
             run_ops(config, flipped, ops)

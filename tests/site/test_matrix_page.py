@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from docs.hooks.matrix_page import MatrixError, matrix_markdown, read_matrix
-from reference.blocks.policies import V1_FIELD_HISTORY, V1Policy
+from reference.blocks.policies import V0_FIELD_HISTORY, V1_FIELD_HISTORY, V0Policy, V1Policy
 
 
 def entry(version: str, statuses: dict, policy: str | None = "v0.33.0") -> dict:
@@ -60,18 +60,20 @@ def test_malformed_matrix_is_refused_naming_the_defect(tmp_path: Path, bad: dict
 
 
 def test_every_change_names_a_real_field_and_release_with_upstream_lines() -> None:
-    """Catches: a change log entry for a field that does not exist, or one without its citation."""
-    fields = {f for f in V1Policy.__dataclass_fields__} - {"name"}
-    md = matrix_markdown({}, list(V1_FIELD_HISTORY))
-    for change in V1_FIELD_HISTORY:
-        assert change.field in fields
-        assert change.upstream.startswith("v" + change.first)
-        assert f"| {change.first} | `{change.field}`" in md
-        for note in change.notes:
-            version, _, rest = note.partition("/")
-            path, _, note_id = rest.partition("#")
-            annotation = Path(__file__).resolve().parents[2] / "annotations" / version / f"{path}.md"
-            assert f"## `{note_id}` " in annotation.read_text(), note
+    """Catches: a change log entry (V1 or V0) for a field that does not exist, or one without its
+    citation, or one the page leaves out."""
+    md = matrix_markdown({}, list(V1_FIELD_HISTORY), list(V0_FIELD_HISTORY))
+    for kind, cls, history in (("V1Policy", V1Policy, V1_FIELD_HISTORY), ("V0Policy", V0Policy, V0_FIELD_HISTORY)):
+        fields = {f for f in cls.__dataclass_fields__} - {"name"}
+        for change in history:
+            assert change.field in fields
+            assert change.upstream.startswith("v" + change.first)
+            assert f"| {change.first} | `{kind}.{change.field}`" in md
+            for note in change.notes:
+                version, _, rest = note.partition("/")
+                path, _, note_id = rest.partition("#")
+                annotation = Path(__file__).resolve().parents[2] / "annotations" / version / f"{path}.md"
+                assert f"## `{note_id}` " in annotation.read_text(), note
 
 
 def test_committed_matrix_renders() -> None:
@@ -79,3 +81,20 @@ def test_committed_matrix_renders() -> None:
     path = Path(__file__).resolve().parents[2] / "conformance" / "reports" / "matrix.json"
     releases = read_matrix(path)
     assert matrix_markdown(releases, list(V1_FIELD_HISTORY))
+
+
+def test_v0_liveness_table_renders_the_committed_probe() -> None:
+    """Catches: the releases page's V0 liveness table drifting from the probe's committed JSON
+    (a number typed by hand, or a configuration left out)."""
+    from docs.hooks.matrix_page import PROBE, liveness_markdown
+
+    probe = json.loads((Path(__file__).resolve().parents[2] / PROBE).read_text())
+    md = liveness_markdown(probe)
+    for name, config in probe["configs"].items():
+        run = config["run"]
+        assert f"| {name} | " in md
+        assert f"| {run['steps']} | {run['preempted']} | " in md
+    assert all(c["run"]["blocks_copied"] == 0 and c["run"]["largest_group_added"] == 1
+               for c in probe["configs"].values()), "the page's prose says nothing is forked or copied"
+    assert all((c["run"]["blocks_swapped_out"] > 0) == any("swap" in s for s in c["settings"])
+               for c in probe["configs"].values()), "the page's prose says only the swap setting swaps"

@@ -27,8 +27,11 @@ class Block:
 
     def __init__(self, prev: Optional["Block"], token_ids: Iterable[int], block_size: int,
                  block_id: Optional[int], hashing: bool = False,
-                 extra_hash: Optional[int] = None) -> None:
+                 extra_hash: Optional[int] = None, first_parent: Optional[int] = NONE_HASH) -> None:
         self.prev = prev
+        # The first page's parent hash and the "previous page has no hash" marker
+        # (content_hash.first_page_parent: NONE_HASH, or None before vLLM 0.7.2).
+        self.first_parent = first_parent
         self.token_ids: list[int] = list(token_ids)
         self.block_size = block_size
         self.block_id = block_id
@@ -109,8 +112,9 @@ class Block:
             block = prev
         for block in reversed(pending):
             if block.prev is None:
-                known = block._hash = hash_block_tokens(True, NONE_HASH, block.token_ids, block.extra_hash)
-            elif known == NONE_HASH:
+                known = block._hash = hash_block_tokens(True, self.first_parent, block.token_ids,
+                                                        block.extra_hash)
+            elif known == self.first_parent:
                 # A previous page without a hash means this one has none either (line 917).
                 known = None
             else:

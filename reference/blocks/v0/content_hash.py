@@ -22,11 +22,19 @@ from typing import Optional, Sequence
 NONE_HASH: int = hash("None")
 
 
+def first_page_parent(str_none_parent_hash: bool) -> Optional[int]:
+    """The parent hash of a sequence's first page: ``NONE_HASH`` (from vLLM 0.7.2) or ``None``.
+
+    It doubles as the marker "the previous page has no hash yet" (policy field
+    ``V0Policy.str_none_parent_hash``).
+    """
+    return NONE_HASH if str_none_parent_hash else None
+
+
 def hash_block_tokens(is_first_block: bool, prev_block_hash: Optional[int],
                       token_ids: Sequence[int], extra_hash: Optional[int] = None) -> int:
-    """Hash one full page given the hash of the page before it."""
-    if is_first_block and prev_block_hash is None:
-        prev_block_hash = NONE_HASH
+    """Hash one full page given the hash of the page before it (for the first page: the parent
+    that :func:`first_page_parent` gives)."""
     return hash((is_first_block, prev_block_hash, *token_ids, extra_hash))
 
 

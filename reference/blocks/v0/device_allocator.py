@@ -14,6 +14,7 @@ from typing import Optional, Union
 
 from reference.blocks.errors import InvalidArgument, UnknownBlock
 from reference.blocks.v0.block import Block, NullBlock
+from reference.blocks.v0.content_hash import NONE_HASH
 from reference.blocks.v0.faults import NullBlockMisuse
 from reference.blocks.v0.naive_allocator import NaiveAllocator
 from reference.blocks.v0.prefix_caching_allocator import PrefixCachingAllocator
@@ -26,14 +27,17 @@ class DeviceAllocator:
     """Routes every page operation to the pool that owns the page."""
 
     def __init__(self, num_gpu_blocks: int, num_cpu_blocks: int, block_size: int,
-                 enable_caching: bool) -> None:
+                 enable_caching: bool, first_parent: Optional[int] = NONE_HASH) -> None:
         if num_gpu_blocks < 0 or num_cpu_blocks < 0:
             raise InvalidArgument("block counts must not be negative")
-        kind = PrefixCachingAllocator if enable_caching else NaiveAllocator
         gpu_ids = range(num_gpu_blocks)
         cpu_ids = range(num_gpu_blocks, num_gpu_blocks + num_cpu_blocks)
-        self.gpu: Allocator = kind(gpu_ids, block_size)
-        self.cpu: Allocator = kind(cpu_ids, block_size)
+        if enable_caching:  # only hashing pages use the first page's parent hash
+            self.gpu: Allocator = PrefixCachingAllocator(gpu_ids, block_size, first_parent)
+            self.cpu: Allocator = PrefixCachingAllocator(cpu_ids, block_size, first_parent)
+        else:
+            self.gpu = NaiveAllocator(gpu_ids, block_size)
+            self.cpu = NaiveAllocator(cpu_ids, block_size)
         self.null_block: Optional[NullBlock] = None
         self.swap_log: dict[int, int] = {}
 

@@ -24,7 +24,8 @@ from typing import ContextManager, Iterator, Optional
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownRequest
 from reference.blocks.v0.block_table import BlockTable, num_required_blocks
-from reference.blocks.v0.content_hash import hash_hex
+from reference.blocks.policies import V0_V0_10_2, V0Policy
+from reference.blocks.v0.content_hash import first_page_parent, hash_hex
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.sequence_view import SeqView
 from reference.blocks.v0.status import AllocStatus, Device
@@ -36,7 +37,7 @@ class BlockSpaceManager:
 
     def __init__(self, block_size: int, num_gpu_blocks: int, num_cpu_blocks: int,
                  watermark: float = 0.01, sliding_window: Optional[int] = None,
-                 enable_caching: bool = False) -> None:
+                 enable_caching: bool = False, policy: V0Policy = V0_V0_10_2) -> None:
         if block_size <= 0:
             raise InvalidArgument(f"block_size must be positive, got {block_size}")
         if watermark < 0:
@@ -54,9 +55,11 @@ class BlockSpaceManager:
         self.watermark = watermark
         self.watermark_blocks = int(watermark * num_gpu_blocks)
         self.enable_caching = enable_caching
-        self.allocator = DeviceAllocator(num_gpu_blocks, num_cpu_blocks, block_size, enable_caching)
+        self.policy = policy
+        first_parent = first_page_parent(policy.str_none_parent_hash)
+        self.allocator = DeviceAllocator(num_gpu_blocks, num_cpu_blocks, block_size, enable_caching, first_parent)
         self.block_tables: dict[int, BlockTable] = {}
-        self.computed_tracker = ComputedBlocksTracker(self.allocator, block_size, enable_caching)
+        self.computed_tracker = ComputedBlocksTracker(self.allocator, block_size, enable_caching, first_parent)
         self.access_tracker = LastAccessTracker(self.allocator)
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Iterable, Optional
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownBlock
 from reference.blocks.v0.block import Block, CopyOnWriteLog
-from reference.blocks.v0.content_hash import hash_hex
+from reference.blocks.v0.content_hash import NONE_HASH, hash_hex
 from reference.blocks.v0.evictor import LRUEvictor
 from reference.blocks.v0.faults import UpstreamInvariantBroken
 from reference.blocks.v0.hit_rate import HitRateMetric
@@ -63,9 +63,11 @@ class PrefixCachingAllocator:
 
     hashing = True
 
-    def __init__(self, block_ids: Iterable[int], block_size: int) -> None:
+    def __init__(self, block_ids: Iterable[int], block_size: int,
+                 first_parent: Optional[int] = NONE_HASH) -> None:
         ids = list(block_ids)
         self.block_size = block_size
+        self.first_parent = first_parent  # content_hash.first_page_parent
         self.hashless = NaiveAllocator(ids, block_size)
         self.refcounter = self.hashless.refcounter  # shared, so promotion can move a page
         self.cached: dict[int, int] = {}
@@ -146,11 +148,13 @@ class PrefixCachingAllocator:
     # -- allocation -------------------------------------------------------------------------------
     def allocate_mutable_block(self, prev: Optional[Block], extra_hash: Optional[int] = None) -> Block:
         block_id = self._allocate_block_id()
-        return Block(prev, [], self.block_size, block_id, hashing=True, extra_hash=extra_hash)
+        return Block(prev, [], self.block_size, block_id, hashing=True, extra_hash=extra_hash,
+                     first_parent=self.first_parent)
 
     def allocate_immutable_block(self, prev: Optional[Block], token_ids: list[int],
                                  extra_hash: Optional[int] = None) -> Block:
-        block = Block(prev, token_ids, self.block_size, None, hashing=True, extra_hash=extra_hash)
+        block = Block(prev, token_ids, self.block_size, None, hashing=True, extra_hash=extra_hash,
+                     first_parent=self.first_parent)
         if block.content_hash is None:
             raise InvalidArgument("an immutable block needs a full page of tokens")
         cached_id = self.cached.get(block.content_hash)
@@ -219,7 +223,7 @@ class PrefixCachingAllocator:
         for block in chain:
             self.refcounter.incr(block.block_id)  # type: ignore[arg-type]
             prev = Block(prev, block.token_ids, self.block_size, block.block_id,
-                         hashing=True, extra_hash=block.extra_hash)
+                         hashing=True, extra_hash=block.extra_hash, first_parent=self.first_parent)
             forked.append(prev)
         return forked
 

@@ -23,10 +23,12 @@ from reference.blocks.v0.sequence_view import SeqView
 
 
 class ComputedBlocksTracker:
-    def __init__(self, allocator: DeviceAllocator, block_size: int, enable_caching: bool) -> None:
+    def __init__(self, allocator: DeviceAllocator, block_size: int, enable_caching: bool,
+                 first_parent: Optional[int] = NONE_HASH) -> None:
         self.allocator = allocator
         self.block_size = block_size
         self.enable_caching = enable_caching
+        self.first_parent = first_parent  # content_hash.first_page_parent
         self.seq_hashes: dict[int, list[int]] = {}
         self.seq_num_cached: dict[int, int] = {}
 
@@ -34,10 +36,10 @@ class ComputedBlocksTracker:
         hashes = self.seq_hashes.get(seq.seq_id, [])
         if len(seq.token_ids) < len(hashes) * self.block_size:
             raise InvalidArgument(f"sequence {seq.seq_id} is shorter than the pages already hashed")
-        prev = NONE_HASH if not hashes else hashes[-1]
+        prev = self.first_parent if not hashes else hashes[-1]
         for i in range(len(hashes), len(seq.token_ids) // self.block_size):
             page = seq.token_ids[i * self.block_size:(i + 1) * self.block_size]
-            prev = hash_block_tokens(prev == NONE_HASH, prev, page, seq.extra_hash)
+            prev = hash_block_tokens(prev == self.first_parent, prev, page, seq.extra_hash)
             hashes.append(prev)
         self.seq_hashes[seq.seq_id] = hashes
 

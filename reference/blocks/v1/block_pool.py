@@ -106,7 +106,7 @@ class BlockPool:
                 self.free_queue.remove(block)
             block.ref_cnt += 1
 
-    def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
+    def free_blocks(self, ordered_blocks: Iterable[KVBlock], hashless_to_front: bool | None = None) -> None:
         """Drop one reference from each block; those reaching zero join the free queue.
 
         ``ordered_blocks`` is in eviction priority (first = evicted first), which is why
@@ -116,7 +116,8 @@ class BlockPool:
         nothing (the free queue is only touched once the pass succeeded).
         """
         ordered = ordered_blocks if isinstance(ordered_blocks, list) else list(ordered_blocks)
-        hashless_to_front = self.policy.free_hashless_blocks_to_front
+        if hashless_to_front is None:  # the caller's path makes no choice of its own
+            hashless_to_front = self.policy.free_hashless_blocks_to_front
         all_to_front = hashless_to_front and not self.enable_caching
         null_counted = self.policy.null_block_ref_counted
         released_first: list[KVBlock] = []

@@ -84,7 +84,8 @@ class KVCacheManager:
             raise InvalidArgument(f"max_model_len must be a positive int, got {max_model_len!r}")
         if watermark < 0 or (watermark and not policy.watermark_supported):
             raise InvalidArgument(f"watermark {watermark!r} is not available under policy {policy.name}")
-        layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout)
+        layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout,
+                                       policy.hybrid_needs_distinct_specs)
         if layout:
             raise InvalidArgument(f"vLLM {policy.name} refuses these groups: {layout}")
         self.policy = policy

@@ -109,6 +109,12 @@ class GroupManager:
             return full_attention_hit(block_hashes, max_length, group_ids, self.pool, self.block_size)
         return sliding_window_hit(block_hashes, max_length, group_ids, self.pool, self.spec)
 
+    def _hashless_to_front(self) -> bool:
+        """Do the blocks this group frees go hashless-first? (policy: every path, or the
+        sliding-window manager's own paths only, as in v0.23.0)"""
+        policy = self.pool.policy
+        return policy.free_hashless_blocks_to_front or (self.is_sliding and policy.sliding_window_frees_hashless_to_front)
+
     # -- table maintenance --------------------------------------------------------------------
     def blocks(self, request_id: str) -> list[KVBlock]:
         return self.req_to_blocks.get(request_id, [])
@@ -134,7 +140,7 @@ class GroupManager:
             released.append(table[index])
             table[index] = self.pool.null_block
         if released:
-            self.pool.free_blocks(released)
+            self.pool.free_blocks(released, self._hashless_to_front())
 
     def num_blocks_to_allocate(
         self, request_id: str, num_tokens: int, new_computed: Sequence[KVBlock], num_computed_tokens: int
@@ -163,9 +169,9 @@ class GroupManager:
         head, kept = list(new_computed[:skipped_blocks]), list(new_computed[skipped_blocks:])
         assert all(b.is_null for b in head), "skipped hit entries are always null blocks"
         if self.enable_caching:
-            # The pool ignores or counts null blocks according to the policy, so touching the
-            # skipped head as well reproduces both releases.
-            self.pool.touch(head + kept)
+            # Whether the skipped head is touched too is a policy choice (hit_touches_skipped_nulls);
+            # the pool then counts or ignores the null block as the policy says.
+            self.pool.touch(head + kept if self.pool.policy.hit_touches_skipped_nulls else kept)
         table.extend([self.pool.null_block] * len(head) + kept)
         self.num_cached_block[request_id] = len(table)
 
@@ -194,4 +200,4 @@ class GroupManager:
         """Drop the request's table, freeing its blocks tail first (so tails are evicted first)."""
         table = self.req_to_blocks.pop(request_id, [])
         self.num_cached_block.pop(request_id, None)
-        self.pool.free_blocks(reversed(table))
+        self.pool.free_blocks(reversed(table), self._hashless_to_front())

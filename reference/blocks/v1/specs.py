@@ -43,15 +43,21 @@ class SlidingWindow:
 GroupSpec = FullAttention | SlidingWindow
 
 
-def hybrid_layout_problem(groups, enable_caching: bool, any_layout: bool) -> str | None:
-    """Why a release whose hybrid coordinator is restricted (``V1Policy.hybrid_groups_any_layout``
-    false) refuses this list of groups, or None when it accepts it.
+def hybrid_layout_problem(groups, enable_caching: bool, any_layout: bool,
+                          needs_distinct_specs: bool = False) -> str | None:
+    """Why a release's hybrid coordinator refuses this list of groups, or None when it accepts it.
 
     Only several groups with prefix caching on are checked (one group, or caching off, uses a
-    coordinator without the check): exactly one kind of full-attention group and one other kind,
-    and the full-attention group ids all before or all after the others.
+    coordinator without the check). A restricted coordinator (``V1Policy.hybrid_groups_any_layout``
+    false) needs exactly one kind of full-attention group and one other kind, and the
+    full-attention group ids all before or all after the others. An unrestricted one may still
+    need at least two distinct specs (``V1Policy.hybrid_needs_distinct_specs``).
     """
-    if any_layout or not enable_caching or len(groups) < 2:
+    if not enable_caching or len(groups) < 2:
+        return None
+    if any_layout:
+        if needs_distinct_specs and len(set(groups)) < 2:
+            return "the hybrid coordinator requires at least two attention groups (distinct specs)"
         return None
     full = [i for i, g in enumerate(groups) if isinstance(g, FullAttention)]
     other = [i for i, g in enumerate(groups) if not isinstance(g, FullAttention)]
