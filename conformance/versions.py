@@ -132,6 +132,9 @@ class Release:
     kernels: KernelApi | None
     # Name of the V0Policy reproducing these releases' V0 block manager (set where v0_api is).
     v0_policy: str | None = None
+    # Why these releases have no V1 page manager for the machines (set where v1_api is None and
+    # there is no harness gap): "not applicable" then says so instead of "no policy".
+    no_v1_because: str | None = None
     # Releases in the range whose environment ran the conformance command.
     measured: tuple[str, ...] = ()
     # Why the V1 machines cannot drive these releases' V1 manager although they have one (a
@@ -190,12 +193,16 @@ V0_API_0_6 = V0Api(sequence_token_inputs=True, reset_prefix_cache=False, group_s
 _NO_BLOCK_HASHER = ("its requests carry no block_hasher (vllm/v1/request.py, before 0.10) and the V1 "
                     "adapter builds requests only the 0.10+ way")
 
+_BEFORE_BLOCK_POOL = ("its V1 engine (an opt-in alpha before 0.8) has no BlockPool: vllm/v1/core/block_pool.py "
+                      "arrives in 0.8.0, where the V1 page manager the machines model begins")
+
 RELEASES: tuple[Release, ...] = (
     # V0 block manager releases before V1's request block hasher (vllm/v1/request.py has no
     # block_hasher before 0.10): the V1 adapter cannot build their requests, so no V1 API.
     Release("0.6.6.post1", "0.6.6.post1", v1_policy=None, v1_api=None, v0_api=V0_API_0_6, kernels=None,
-            v0_policy="v0.6.6.post1"),
-    Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None),
+            v0_policy="v0.6.6.post1", no_v1_because=_BEFORE_BLOCK_POOL),
+    Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None,
+            no_v1_because=_BEFORE_BLOCK_POOL),
     Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_9,
             v1_harness_gap=_NO_BLOCK_HASHER),
@@ -307,6 +314,8 @@ def installed_v1_policy_name() -> str:
     version, row = installed_release()
     if row.v1_harness_gap is not None:
         raise HarnessError(f"vLLM {version} has a V1 KVCacheManager, but {row.v1_harness_gap}")
+    if row.no_v1_because is not None:
+        raise NotApplicable(f"vLLM {version}: {row.no_v1_because}")
     if row.v1_policy is None or row.v1_api is None:
         raise NotApplicable(f"vLLM {version} has no V1 reference policy in conformance/versions.py")
     return row.v1_policy

@@ -108,7 +108,9 @@ def kernels() -> VllmKernels:
 
     version, row = installed_release()
     if row.kernels is None:
-        raise NotApplicable(f"vLLM {version} has no Triton attention kernels in conformance/versions.py")
+        raise NotApplicable(f"vLLM {version} has none of the Triton kernels these properties drive "
+                            "(triton_unified_attention, chunked_prefill_paged_decode, "
+                            "triton_reshape_and_cache_flash; the first of them arrives in 0.8)")
     api = row.kernels
     prepare()
     unified, paged2d, cache = (_import(f"{api.ops_package}.{m}") for m in (

@@ -95,5 +95,5 @@ def test_a_v1_manager_the_adapter_cannot_drive_is_a_harness_error(monkeypatch):
     with pytest.raises(versions.HarnessError, match="has a V1 KVCacheManager, but"):
         versions.installed_v1_policy_name()
     fake_installed(monkeypatch, "0.7.3")
-    with pytest.raises(NotApplicable, match="no V1 reference policy"):
+    with pytest.raises(NotApplicable, match="has no BlockPool"):
         versions.installed_v1_policy_name()
