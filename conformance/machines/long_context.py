@@ -127,6 +127,7 @@ class V0LongContextMachine(v0.V0Machine):
     """The V0 machine with long prompts on large pools (same rules but for new_group)."""
 
     enable_caching = True
+    max_fork_blocks = 512  # well under vLLM's recursive table copy's limit (v0.V0Machine)
 
     @initialize(config=st.data())
     def setup(self, config):

@@ -183,6 +183,8 @@ class V0Machine(LockstepMachine):
         """Admit a new group of ``n`` sequences sharing ``prompt`` (also used by the real-size
         machine, which draws its prompts differently)."""
         self.prompts.append(prompt)
+        if n > 1 and not self._fork_fits(len(prompt)):
+            n = 1  # allocate would fork the table (see max_fork_blocks)
         gid = f"g{self.next_group}"
         self.next_group += 1
         sids = list(range(self.next_seq, self.next_seq + n))
@@ -233,8 +235,20 @@ class V0Machine(LockstepMachine):
             for sid in self.members[gid]:
                 self._touch(sid)
 
+    # vLLM copies a sequence's table for a fork (here, and in allocate for a group of several
+    # sequences) with get_all_blocks_recursively, one Python frame per block (common.py:349-371),
+    # so a table of about 1,000 blocks raises RecursionError in every V0 release (kept in
+    # conformance/known-upstream-bugs/v0-fork-recursion.json; the 0.10.2 serving path never forks).
+    # None: no bound (short sequences only); the real-size machine sets one.
+    max_fork_blocks: int | None = None
+
+    def _fork_fits(self, num_tokens: int) -> bool:
+        bound = self.max_fork_blocks
+        return bound is None or -(-num_tokens // self.config["block_size"]) <= bound
+
     def _forkable(self) -> list[int]:
-        return [s for g in self.running for s in self.members[g] if s not in self.dropped]
+        return [s for g in self.running for s in self.members[g]
+                if s not in self.dropped and self._fork_fits(self.written[s])]
 
     def _swappable(self) -> list[str]:
         return [g for g in self.running if not any(s in self.dropped for s in self.members[g])]

@@ -90,3 +90,18 @@ def test_v0_long_sequence_reference_against_reference(blocks):
     trace["config"]["against"] = "reference"
     applied, diff = replay(trace)
     assert diff is None and applied == len(trace["ops"])
+
+
+def test_real_size_v0_machine_never_forks_past_the_recursion_bound():
+    """Catches: the real-size V0 machine forking (or allocating several sequences over) a table
+    of thousands of blocks, which vLLM copies recursively and answers with RecursionError
+    (conformance/known-upstream-bugs/v0-fork-recursion.json): a flaky 'divergence' at 0.6.6.post1."""
+    machine = lc.V0LongContextMachine()
+    machine.config = {"block_size": 16}
+    assert machine._fork_fits(512 * 16) and not machine._fork_fits(512 * 16 + 1)
+    machine.against = "reference"
+    machine.start({"policy": "v0.10.2", "block_size": 16, "num_gpu_blocks": 2000, "num_cpu_blocks": 0,
+                   "watermark": 0.0, "sliding_window": None, "enable_caching": False, "against": "reference"})
+    machine.add_group([1] * (600 * 16), 2)
+    assert all(len(members) == 1 for members in machine.members.values())
+    assert machine._forkable() == []
