@@ -120,10 +120,17 @@ def matrix_markdown(releases: dict[str, dict], history: list, v0_history: list =
     return "\n".join(out) + "\n"
 
 
+def _ending(run: dict) -> str:
+    if run.get("error"):
+        return run["error"]
+    left = run.get("unfinished_after", 0)
+    return f"{left} requests unfinished" if left else "all requests done"
+
+
 def liveness_markdown(probe: dict) -> str:
     """One row per probe configuration: what the V0 engine's run exercised (from the probe's JSON)."""
     out = [f"Measured by `{probe['command']}` on vLLM {probe['vllm_version']} ({probe['driver']}).\n",
-           "| Configuration | Settings | Steps | Preemptions | Requests with n > 1 | Largest group scheduled "
+           "| Configuration | Settings | Steps | Preemptions | Requests with n > 1 | Largest sequence group added "
            "| Blocks swapped out | Blocks copied (copy-on-write) | Ended |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, config in probe["configs"].items():
@@ -131,7 +138,7 @@ def liveness_markdown(probe: dict) -> str:
         out.append(f"| {name} | {', '.join(config['settings'])} | {run['steps']} | {run['preempted']} | "
                    f"{run['parallel_sample_requests']} | {run['largest_group_added']} | "
                    f"{run['blocks_swapped_out']} | {run['blocks_copied']} | "
-                   f"{_cell(run.get('error') or 'all requests done')} |")
+                   f"{_cell(_ending(run))} |")
     return "\n".join(out) + "\n"
 
 
