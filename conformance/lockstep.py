@@ -235,6 +235,17 @@ def _is_divergence(err: BaseException) -> bool:
     return bool(members) and all(_is_divergence(e) for e in members)
 
 
+def _first_divergence(err: BaseException) -> Divergence | None:
+    """The first Divergence in ``err`` or, depth first, in the exception groups around it."""
+    if isinstance(err, Divergence):
+        return err
+    for member in getattr(err, "exceptions", None) or ():
+        found = _first_divergence(member)
+        if found is not None:
+            return found
+    return None
+
+
 # The health checks a lockstep machine really trips, and only those:
 MACHINE_HEALTH_CHECKS_OFF = (
     # Rules run inside data generation; a step that drives vLLM's manager (or the Triton
@@ -288,6 +299,14 @@ def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, p
         c = machine_cls.counters
         detail = str(err).split("\n\ntrace:")[0]
         divergence = trace is not None and _is_divergence(err)
+        first = _first_divergence(err)
+        if divergence and first is not err and first is not None:
+            # Several failures in one group (distinct, or one that replayed differently): name the
+            # first divergence itself rather than the group's summary.
+            count = len(getattr(err, "exceptions", ()) or ())
+            detail = (str(first).split("\n\ntrace:")[0]
+                      + f" (Hypothesis reported {type(err).__name__} with {count} failures; the first)")
+            err, trace = first, first.trace
         extra = {"failure": "divergence" if divergence else "harness_error"}
         if trace and divergence:
             extra["trace"] = trace

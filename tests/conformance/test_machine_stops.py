@@ -139,3 +139,24 @@ def test_installed_but_broken_vllm_is_a_harness_error(monkeypatch):
                  "entropy": "5e" * 32, "watermark": 0.0}
     with pytest.raises(versions.HarnessError, match="installed but does not import"):
         v1.make_systems(v1_config)
+
+
+def test_a_group_of_divergences_reports_the_first_with_its_trace(monkeypatch):
+    """Catches: 'ExceptionGroup: Hypothesis found 2 distinct failures' (or 'FlakyFailure:
+    Inconsistent results', as v0.long_context printed at 0.6.6.post1) as the whole detail of a
+    failed state machine, with no divergence named and the trace of another failure attached."""
+    import hypothesis.stateful
+
+    first = Divergence("state after {'op': 'free'} differs at /x: 1 != 2", {"ops": [{"op": "free"}]})
+    second = Divergence("state after {'op': 'fork'} differs at /y: 3 != 4", {"ops": [{"op": "fork"}]})
+
+    def fails(machine_cls, settings):
+        machine_cls.last_divergence = second.trace
+        raise ExceptionGroup("Hypothesis found 2 distinct failures.", [first, second])
+
+    monkeypatch.setattr(hypothesis.stateful, "run_state_machine_as_test", fails)
+    result = run_machine(v0.V0LifecycleSelfMachine, 10, 10)
+    assert not result.passed and result.extra["failure"] == "divergence"
+    assert result.detail.startswith("Divergence: state after {'op': 'free'}"), result.detail
+    assert "ExceptionGroup with 2 failures" in result.detail
+    assert result.extra["trace"] == first.trace
