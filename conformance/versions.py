@@ -116,6 +116,12 @@ class KernelApi:
     # ``unified_attention`` takes the split-K arguments (``seq_threshold_3D``,
     # ``num_par_softmax_segments`` and the three ``softmax_segm_*`` buffers).
     unified_split_k_args: bool
+    # The smallest KV block size the release's kernels can be built with. 16 where the release's
+    # pinned Triton (3.2, with torch 2.6: vLLM 0.8.x) asserts that both operands of ``tl.dot``
+    # have every dimension >= 16, and kernel_paged_attention_2d's ``tl.dot(Q, K)`` has the block
+    # size as its N (chunked_prefill_paged_decode.py:159 at v0.8.5.post1): block size 8 cannot
+    # compile there, on a GPU or under the interpreter.
+    min_block_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,8 @@ KERNELS_0_10 = KernelApi(ops_package="vllm.attention.ops", paged_2d_masks_tail=F
                          paged_2d_rocm_check_bound_at_import=False)
 # 0.8.5.post1, 0.9.2: chunked_prefill_paged_decode.py:14 imports the ROCm check at module load.
 KERNELS_0_9 = replace(KERNELS_0_10, paged_2d_rocm_check_bound_at_import=True)
+# 0.8.5.post1: as 0.9.2, built with Triton 3.2 (tl.dot dimensions >= 16).
+KERNELS_0_8 = replace(KERNELS_0_9, min_block_size=16)
 KERNELS_0_11 = replace(KERNELS_0_10, unified_masks_tail=True)
 KERNELS_0_13 = replace(KERNELS_0_11, unified_split_k_args=True)
 KERNELS_0_14 = replace(KERNELS_0_13, ops_package="vllm.v1.attention.ops")
@@ -204,7 +212,7 @@ RELEASES: tuple[Release, ...] = (
     Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None,
             no_v1_because=_BEFORE_BLOCK_POOL),
     Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
-            kernels=KERNELS_0_9,
+            kernels=KERNELS_0_8,
             v1_harness_gap=_NO_BLOCK_HASHER),
     Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_9,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 
 import torch
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from conformance.adapters import vllm_kernels as vk
@@ -58,6 +59,12 @@ def masks_unwritten_slots(kernel: str) -> bool:
 def poison_for(kernel: str) -> float:
     """NaN where vLLM masks loads past the context, a finite value where it reads them."""
     return float("nan") if masks_unwritten_slots(kernel) else 1000.0
+
+
+def _buildable(case: dict) -> None:
+    """Reject (Hypothesis ``assume``) a case the installed release's kernels cannot be built for
+    (``KernelApi.min_block_size``): such a block size does not exist for that release."""
+    assume(case["block_size"] >= vk.kernels().api.min_block_size)
 
 
 def _require_ran(out: torch.Tensor, what: str) -> None:
@@ -127,6 +134,7 @@ def _batch(case: dict, layout: str, poison: float):
 def check_paged_attention_2d(case: dict) -> None:
     """vLLM's kernel_paged_attention_2d vs reference decode v1 and v2 vs the oracle."""
     version = vk.kernels().version
+    _buildable(case)
     b = _batch(case, "classic", poison_for("paged_attention_2d"))
     args = (b.query, b.key_cache, b.value_cache, b.block_tables, b.seq_lens, b.scale,
             b.alibi_slopes)
@@ -143,6 +151,7 @@ def check_paged_attention_2d(case: dict) -> None:
 def check_unified_attention(case: dict) -> None:
     """vLLM's unified_attention vs the reference varlen kernel vs the oracle."""
     version = vk.kernels().version
+    _buildable(case)
     b = _batch(case, "flash", poison_for("unified_attention"))
     window = case["window_left"]
     got = vk.unified_attention(b.query, b.key_cache, b.value_cache, b.block_tables,

@@ -6,6 +6,8 @@ import dataclasses
 import sys
 import types
 
+import pytest
+
 from conformance.adapters import vllm_kernels as vk
 from conformance.versions import KERNELS_0_9, KERNELS_0_10
 
@@ -43,3 +45,21 @@ def test_releases_that_import_the_check_at_call_time_are_left_alone(monkeypatch)
     with vk._no_bound_rocm_query(k):
         assert module.use_rocm_custom_paged_attention is original
     assert dataclasses.replace(KERNELS_0_10, paged_2d_rocm_check_bound_at_import=True) == KERNELS_0_9
+
+
+def test_block_sizes_a_release_cannot_build_are_not_drawn(monkeypatch):
+    """Catches: vLLM 0.8.5.post1's kernel_paged_attention_2d reported as a harness error on block
+    size 8, which its Triton (3.2: tl.dot dimensions >= 16) cannot compile; the case does not
+    exist for that release and is rejected instead (KernelApi.min_block_size)."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
+    from conformance import versions
+    from conformance.kernels import checks
+
+    assert versions.release_row("0.8.5.post1").kernels.min_block_size == 16
+    assert versions.release_row("0.9.2").kernels.min_block_size == 1
+    fake = types.SimpleNamespace(api=versions.release_row("0.8.5.post1").kernels)
+    monkeypatch.setattr(checks.vk, "kernels", lambda: fake)
+    checks._buildable({"block_size": 16})
+    with pytest.raises(UnsatisfiedAssumption):
+        checks._buildable({"block_size": 8})
