@@ -80,3 +80,37 @@ def test_env_must_hold_the_named_release(vm, monkeypatch, tmp_path):
     assert not vm.MATRIX.exists()
     with pytest.raises(SystemExit):
         vm.main(["--env", str(tmp_path), "0.33.0", "0.10.2"])
+
+
+FAKE_CONFORMANCE = r'''#!/usr/bin/env python3
+import json, os, signal, sys
+args = sys.argv[3:]  # after "-m conformance"
+if args[0] == "list":
+    print("a.fine   compares a\nb.crash  compares b\nc.fine   compares c")
+    sys.exit(0)
+names = [a for a in args[1:] if "." in a and not a.endswith(".json")]
+if not names or "b.crash" in names:
+    os.kill(os.getpid(), signal.SIGSEGV)
+out = args[args.index("--json") + 1]
+json.dump({"device": "cpu", "python": "3", "settings": {}, "duration_s": 1.0,
+           "properties": [{"name": n, "status": "passed", "examples": 3, "steps": 4, "detail": "ok"} for n in names]},
+          open(out, "w"))
+'''
+
+
+def test_a_property_that_kills_the_process_is_isolated(vm, tmp_path):
+    """Catches: one property crashing the conformance process (vLLM 0.13.0's Triton cache write
+    segfaulted under the interpreter) losing every other property's verdict and stopping the sweep."""
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_CONFORMANCE)
+    fake.chmod(0o755)
+    out = tmp_path / "report.json"
+    command = [str(fake), "-m", "conformance", "run", "--examples", "200", "--json", str(out)]
+    import os
+    report = vm.run_isolated(str(fake), dict(os.environ), command, out, -11)
+    by_name = {p["name"]: p for p in report["properties"]}
+    assert by_name["a.fine"]["status"] == by_name["c.fine"]["status"] == "passed"
+    crashed = by_name["b.crash"]
+    assert crashed["status"] == "failed" and crashed["failure"] == "harness_error"
+    assert "signal 11" in crashed["detail"]
+    assert report["summary"] == {"passed": 2, "failed": 1, "not_applicable": 0}
