@@ -122,6 +122,11 @@ class KernelApi:
     # size as its N (chunked_prefill_paged_decode.py:159 at v0.8.5.post1): block size 8 cannot
     # compile there, on a GPU or under the interpreter.
     min_block_size: int = 1
+    # ``triton_reshape_and_cache_flash`` also writes the classic head-major 5-D cache (its
+    # ``USE_HEAD_MAJOR_LAYOUT`` path, from 0.14.0). False (0.11 .. 0.13): it writes only the flash
+    # layout; handed a 5-D cache it takes ``key_cache.shape[1]`` as the block size and writes out of
+    # bounds (the interpreter segfaulted at 0.13.0), so classic-layout cases do not exist there.
+    cache_write_head_major: bool = True
 
 
 @dataclass(frozen=True)
@@ -184,9 +189,9 @@ KERNELS_0_10 = KernelApi(ops_package="vllm.attention.ops", paged_2d_masks_tail=F
 KERNELS_0_9 = replace(KERNELS_0_10, paged_2d_rocm_check_bound_at_import=True)
 # 0.8.5.post1: as 0.9.2, built with Triton 3.2 (tl.dot dimensions >= 16).
 KERNELS_0_8 = replace(KERNELS_0_9, min_block_size=16)
-KERNELS_0_11 = replace(KERNELS_0_10, unified_masks_tail=True)
+KERNELS_0_11 = replace(KERNELS_0_10, unified_masks_tail=True, cache_write_head_major=False)
 KERNELS_0_13 = replace(KERNELS_0_11, unified_split_k_args=True)
-KERNELS_0_14 = replace(KERNELS_0_13, ops_package="vllm.v1.attention.ops")
+KERNELS_0_14 = replace(KERNELS_0_13, ops_package="vllm.v1.attention.ops", cache_write_head_major=True)
 KERNELS_0_25 = replace(KERNELS_0_14, paged_2d_masks_tail=True)
 
 V0_API = V0Api(sequence_token_inputs=True)

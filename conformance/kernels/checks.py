@@ -194,6 +194,8 @@ def check_reshape_and_cache_flash(case: dict) -> None:
     """vLLM's Triton cache write vs the reference Triton write vs the oracle, bit for bit."""
     from reference.attention.layouts import new_classic_cache, new_flash_cache
 
+    if case["layout"] == "classic" and not vk.kernels().api.cache_write_head_major:
+        assume(False)  # this release's writer has no head-major path (KernelApi.cache_write_head_major)
     gen = torch.Generator().manual_seed(case["seed"])
     shape = (len(case["slots"]), case["heads"], case["head_size"])
     key = torch.randn(shape, generator=gen).to(case["dtype"])

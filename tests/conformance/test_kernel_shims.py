@@ -63,3 +63,22 @@ def test_block_sizes_a_release_cannot_build_are_not_drawn(monkeypatch):
     checks._buildable({"block_size": 16})
     with pytest.raises(UnsatisfiedAssumption):
         checks._buildable({"block_size": 8})
+
+
+def test_classic_layout_cache_writes_are_not_drawn_where_the_writer_lacks_it(monkeypatch):
+    """Catches: the classic 5-D cache handed to a Triton reshape_and_cache_flash without a
+    head-major path (0.11-0.13), which writes out of bounds (the interpreter segfaulted the whole
+    conformance run at 0.13.0) instead of the case being absent for that release."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
+    from conformance import versions
+    from conformance.kernels import checks
+
+    assert not versions.release_row("0.13.0").kernels.cache_write_head_major
+    assert versions.release_row("0.14.1").kernels.cache_write_head_major
+    fake = types.SimpleNamespace(api=versions.release_row("0.13.0").kernels)
+    monkeypatch.setattr(checks.vk, "kernels", lambda: fake)
+    case = {"layout": "classic", "slots": [0], "heads": 1, "head_size": 8, "block_size": 8, "num_blocks": 2,
+            "dtype": None, "seed": 0}
+    with pytest.raises(UnsatisfiedAssumption):
+        checks.check_reshape_and_cache_flash(case)
