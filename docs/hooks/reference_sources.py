@@ -70,7 +70,8 @@ def module_markdown(module: str, path: str) -> str:
 def compare_markdown(entry: SourceEntry) -> str:
     ann = entry.annotation
     return (
-        "---\nhide:\n  - toc\n  - navigation\n---\n\n"
+        # Out of the search index: every note here is already indexed on its source page.
+        "---\nhide:\n  - toc\n  - navigation\nsearch:\n  exclude: true\n---\n\n"
         f"# Side by side: {ann.upstream.rsplit('/', 1)[-1]}\n\n"
         f'<p class="ann-path"><code>{escape(ann.upstream)}</code> at vLLM v{escape(ann.version)}, each note '
         "that names reference code next to that code (upstream on the left, the reference on the right; "
