@@ -72,6 +72,7 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
         policy, gap = installed_policy(), None
     except HarnessError as err:  # V1 traces cannot be replayed here; V0 ones still are
         policy, gap = None, str(err)
+    v0_policy = installed_v0_policy()
     pinned_policies = {json.loads(p.read_text())["config"].get("policy") for p in corpus()}
     seen_ops: set[str] = set()
     replayed, ops, skipped, failures = 0, 0, [], []
@@ -94,7 +95,6 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
         if trace["semantics"] == "v0":
             # V0 traces hold scheduler calls every V0 release accepts; they are replayed under the
             # installed release's V0 policy (none recorded means v0.10.2's).
-            v0_policy = installed_v0_policy()
             if v0_policy is not None:
                 trace = {**trace, "config": {**trace["config"], "policy": v0_policy}}
         wanted = trace.get("versions")

@@ -130,9 +130,13 @@ class V0Machine(LockstepMachine):
             self.broken = True
         return out
 
+    def _both_allow(self, capability: str) -> bool:
+        """Do both systems offer ``capability`` (an adapter flag from V0Api; the reference has all)?"""
+        return all(getattr(s, capability, True) for s in (self.a, self.b))
+
     def _status_per_sequence(self) -> bool:
         """Can one sequence of a group finish while the others run? (V0Api.group_status_per_sequence)"""
-        return all(getattr(s, "group_status_per_sequence", True) for s in (self.a, self.b))
+        return self._both_allow("group_status_per_sequence")
 
     def _admit(self, gid: str) -> None:
         out = self.do({"op": "can_allocate", "group": gid, "lookahead": 0})
@@ -324,7 +328,7 @@ class V0Machine(LockstepMachine):
         self.do({"op": "common_computed", "group": gid})
         self.do({"op": "hit_rate"})
 
-    @precondition(lambda self: all(getattr(s, "supports_reset_prefix_cache", True) for s in (self.a, self.b)))
+    @precondition(lambda self: self._both_allow("supports_reset_prefix_cache"))
     @rule()
     def reset_prefix_cache(self):
         self.do({"op": "reset_prefix_cache"})
