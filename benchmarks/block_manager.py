@@ -37,6 +37,7 @@ from benchmarks.harness import (
 )
 from benchmarks.traces import APPEND, FREE, OP_NAMES, PREEMPT, SCHEDULE, WORKLOADS, Trace, make_trace, reference_manager
 from reference.blocks.policies import V1_POLICIES, V1Policy
+from reference.blocks.v1.hashing import hash_text
 
 __all__ = ["ReferenceSide", "VllmSide", "compare_books", "installed_vllm", "main", "measure", "timed_replay"]
 
@@ -175,7 +176,8 @@ def _books(tables: dict, free_queue: list[int], num_free: int, blocks: Sequence[
         "num_free_blocks": num_free,
         "free_queue": free_queue,
         "ref_cnts": [b.ref_cnt for b in blocks],
-        "hashes": {b.block_id: bytes(b.block_hash).hex() for b in blocks if b.block_hash is not None},
+        "hashes": {b.block_id: hash_text(b.block_hash if isinstance(b.block_hash, tuple) else bytes(b.block_hash))
+                   for b in blocks if b.block_hash is not None},
     }
 
 

@@ -76,6 +76,17 @@ class V1Api:
     evict_blocks_method: bool
     # ``BlockPool.cached_block_hash_to_block`` wraps its dict (``._cache``); False: a plain dict.
     cached_map_wrapped: bool
+    # The manager hashes blocks itself (before 0.10.1): ``KVCacheManager(caching_hash_algo=...)``
+    # with "builtin" or "sha256", the hashes in ``manager.req_to_block_hashes``, and the
+    # scheduler's ``free_block_hashes(request)`` after freeing a finished request; requests
+    # carry no ``block_hasher``.
+    manager_hashes_blocks: bool = False
+    # ``kv_cache_utils.init_none_hash(hash_fn)`` exists (from 0.10.0); False: NONE_HASH is set
+    # once when kv_cache_utils is imported (v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60).
+    none_hash_init_function: bool = True
+    # ``Request(...)`` requires ``multi_modal_inputs``, ``multi_modal_hashes`` and
+    # ``multi_modal_placeholders`` (v0.9.2 vllm/v1/request.py:23-39).
+    request_multimodal_args: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +184,8 @@ def _v1_api(**changes) -> V1Api:
 # allocate_slots, vllm/v1/request.py Request.__init__, vllm/v1/kv_cache_interface.py,
 # vllm/utils/hashing.py, vllm/v1/core/block_pool.py BlockHashToBlockMap).
 V1_API_0_10 = _v1_api()
+V1_API_0_9 = replace(V1_API_0_10, manager_hashes_blocks=True, none_hash_init_function=False,
+                     request_multimodal_args=True)
 V1_API_0_11 = _v1_api(hashing_module="vllm.utils.hashing", spec_use_mla=False, cached_map_wrapped=True)
 V1_API_0_12 = replace(V1_API_0_11, manager_hash_block_size_arg=True)
 V1_API_0_13 = replace(V1_API_0_12, evict_blocks_method=True)
@@ -203,25 +216,25 @@ V0_API_0_6 = V0Api(sequence_token_inputs=True, reset_prefix_cache=False, group_s
 # environment ran the conformance command against it (conformance/reports/matrix.json).
 # 0.23.0 prepends freed hashless blocks only on the sliding-window manager's paths
 # (V1Policy.sliding_window_frees_hashless_to_front).
-_NO_BLOCK_HASHER = ("its requests carry no block_hasher (vllm/v1/request.py, before 0.10) and the V1 "
-                    "adapter builds requests only the 0.10+ way")
+_NO_COORDINATOR = ("its KVCacheManager has no coordinator and one KV-cache group (vllm/v1/core/"
+                   "specialized_manager.py), and allocate_slots(request, num_tokens, new_computed_blocks) "
+                   "takes a block list; the V1 adapter and reference drive the coordinator API that 0.9.2 has")
 
 _BEFORE_BLOCK_POOL = ("its V1 engine (an opt-in alpha before 0.8) has no BlockPool: vllm/v1/core/block_pool.py "
                       "arrives in 0.8.0, where the V1 page manager the machines model begins")
 
 RELEASES: tuple[Release, ...] = (
-    # V0 block manager releases before V1's request block hasher (vllm/v1/request.py has no
-    # block_hasher before 0.10): the V1 adapter cannot build their requests, so no V1 API.
+    # The V0 block manager releases. Before 0.8 there is no V1 BlockPool; 0.8.x's V1 manager has
+    # no coordinator (a harness gap); 0.9.2 hashes in the manager (V1_API_0_9, policy v0.9.2).
     Release("0.6.6.post1", "0.6.6.post1", v1_policy=None, v1_api=None, v0_api=V0_API_0_6, kernels=None,
             v0_policy="v0.6.6.post1", no_v1_because=_BEFORE_BLOCK_POOL),
     Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None,
             no_v1_because=_BEFORE_BLOCK_POOL),
     Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_8,
-            v1_harness_gap=_NO_BLOCK_HASHER),
-    Release("0.9.2", "0.9.2", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
-            kernels=KERNELS_0_9,
-            v1_harness_gap=_NO_BLOCK_HASHER, measured=("0.9.2",)),
+            v1_harness_gap=_NO_COORDINATOR),
+    Release("0.9.2", "0.9.2", v1_policy="v0.9.2", v1_api=V1_API_0_9, v0_api=V0_API, v0_policy="v0.10.2",
+            kernels=KERNELS_0_9, measured=("0.9.2",)),
     Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_10, measured=("0.10.2",)),
     Release("0.11.2", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
@@ -232,7 +245,12 @@ RELEASES: tuple[Release, ...] = (
             measured=("0.20.2",)),
     Release("0.23.0", "0.23.0", v1_policy="v0.23.0", v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
     Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
-    Release("0.25.1", "0.28.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
+    Release("0.25.1", "0.26.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
+            measured=("0.25.1", "0.26.0")),
+    Release("0.27.0", "0.27.1", v1_policy="v0.27.1", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
+            measured=("0.27.1",)),
+    Release("0.28.0", "0.28.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
+            measured=("0.28.0",)),
     Release("0.29.0", "0.30.0", v1_policy="v0.29.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
     Release("0.31.0", "0.31.0", v1_policy="v0.31.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25),
     Release("0.32.0", "0.32.0", v1_policy="v0.32.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,

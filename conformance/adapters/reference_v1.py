@@ -32,7 +32,7 @@ from typing import Any
 from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, InvalidArgument, UnknownRequest
 from reference.blocks.policies import V1_POLICIES, V1Policy
-from reference.blocks.v1.hashing import LoRAIdentity
+from reference.blocks.v1.hashing import LoRAIdentity, hash_text
 from reference.blocks.v1.manager import ComputedBlocks, KVCacheManager
 from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow
 
@@ -69,8 +69,10 @@ def lora_identity(name: str | None) -> LoRAIdentity | None:
     return LoRAIdentity(*LORAS[name])
 
 
-def hex_or_none(value: bytes | None) -> str | None:
-    return value.hex() if value is not None else None
+def hex_or_none(value) -> str | None:
+    """A block hash, pool key or NONE_HASH as snapshot text (hex digests; before vLLM 0.10.2
+    the tuple it is, see :func:`reference.blocks.v1.hashing.hash_text`)."""
+    return hash_text(value)
 
 
 class ReferenceV1System:
@@ -163,15 +165,15 @@ class ReferenceV1System:
                 "num_cached_blocks": [g.num_cached_block.get(request_id, 0) for g in m.groups],
                 "num_computed_tokens": state.num_computed_tokens,
                 "num_tokens": state.num_tokens,
-                "block_hashes": [h.hex() for h in state.block_hashes],
+                "block_hashes": [hash_text(h) for h in state.block_hashes],
                 "status": state.status.value,
             }
         return {
-            "none_hash": m.none_hash.hex(),
+            "none_hash": hash_text(m.none_hash),
             "free_queue": pool.free_queue.block_ids(),
             "num_free_blocks": pool.num_free_blocks,
             "usage": round(pool.usage, 9),
             "blocks": [[b.ref_cnt, hex_or_none(b.block_hash)] for b in pool.blocks],
-            "cached": sorted([key.hex(), list(holders)] for key, holders in pool.cached.items()),
+            "cached": sorted([hash_text(key), list(holders)] for key, holders in pool.cached.items()),
             "requests": requests,
         }

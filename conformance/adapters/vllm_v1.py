@@ -65,10 +65,15 @@ class VllmV1System:
         self.block_size = config["block_size"]
         self.max_model_len = config["max_model_len"]
         self._import_vllm()
-        self.hash_fn = self.hashing.sha256 if config.get("hash_fn", "sha256") == "sha256" else self.hashing.sha256_cbor
-        with _seeded_environment(config.get("pythonhashseed"), config_entropy(config)):
-            self.kv_utils.init_none_hash(self.hash_fn)
-        self.none_hash = bytes(self.kv_utils.NONE_HASH)
+        self.hash_fn_name = config.get("hash_fn", "sha256")
+        if self.api.manager_hashes_blocks:
+            self.hash_fn = None  # the manager picks it from caching_hash_algo
+            self._set_import_time_none_hash(config.get("pythonhashseed"), config_entropy(config))
+        else:
+            self.hash_fn = self.hashing.sha256 if self.hash_fn_name == "sha256" else self.hashing.sha256_cbor
+            with _seeded_environment(config.get("pythonhashseed"), config_entropy(config)):
+                self.kv_utils.init_none_hash(self.hash_fn)
+        self.none_hash = self.kv_utils.NONE_HASH
         self.manager = self._build_manager()
         self.requests: dict[str, Any] = {}
         self.pending_hits: dict[str, tuple[Any, int, int]] = {}  # req -> (KVCacheBlocks, length, stamp)
@@ -98,6 +103,20 @@ class VllmV1System:
         self.KVCacheManager, self.KVCacheConfig, self.KVCacheGroupSpec = KVCacheManager, KVCacheConfig, KVCacheGroupSpec
         self.FullAttentionSpec, self.SlidingWindowSpec = FullAttentionSpec, SlidingWindowSpec
 
+    def _set_import_time_none_hash(self, pythonhashseed: str | None, entropy: bytes) -> None:
+        """NONE_HASH as kv_cache_utils' import-time statement computes it, for this config.
+
+        Before 0.10.0 there is no init_none_hash: the module sets NONE_HASH once, at import, to
+        ``int.from_bytes(os.urandom(32), "big")`` or, with PYTHONHASHSEED set, vLLM's
+        ``sha256(PYTHONHASHSEED)`` (v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60). The statement is
+        evaluated here with the config's seed and entropy, through vLLM's own ``sha256``;
+        ``hash_block_tokens`` reads the module global at each call.
+        """
+        if pythonhashseed is None:
+            self.kv_utils.NONE_HASH = int.from_bytes(entropy[:32], byteorder="big")
+        else:
+            self.kv_utils.NONE_HASH = self.hashing.sha256(pythonhashseed)
+
     def _spec(self, group: dict):
         common = dict(block_size=self.block_size, num_kv_heads=1, head_size=1, dtype=self.torch.float32)
         if self.api.spec_use_mla:
@@ -114,6 +133,10 @@ class VllmV1System:
             kwargs["hash_block_size"] = self.block_size
         if self.api.manager_scheduler_block_size_arg:
             kwargs["scheduler_block_size"] = self.block_size
+        if self.api.manager_hashes_blocks:
+            if self.hash_fn_name not in ("builtin", "sha256"):
+                raise NotApplicable(f"vLLM {self.version} has no {self.hash_fn_name} block hash")
+            kwargs["caching_hash_algo"] = self.hash_fn_name
         if self.api.manager_watermark_arg:
             kwargs["watermark"] = self.config.get("watermark", 0.0)
         elif self.config.get("watermark", 0.0):
@@ -131,11 +154,13 @@ class VllmV1System:
         if lora is not None:
             name, int_id, path = LORAS[lora]
             lora_request = self.LoRARequest(lora_name=name, lora_int_id=int_id, lora_path=path)
-        hasher = self.kv_utils.get_request_block_hasher(self.block_size, self.hash_fn)
         params = self.SamplingParams(max_tokens=17)
         kwargs: dict[str, Any] = dict(request_id=request_id, prompt_token_ids=tokens, sampling_params=params,
-                                      pooling_params=None, lora_request=lora_request, cache_salt=salt,
-                                      block_hasher=hasher)
+                                      pooling_params=None, lora_request=lora_request, cache_salt=salt)
+        if not self.api.manager_hashes_blocks:
+            kwargs["block_hasher"] = self.kv_utils.get_request_block_hasher(self.block_size, self.hash_fn)
+        if self.api.request_multimodal_args:
+            kwargs.update(multi_modal_inputs=None, multi_modal_hashes=None, multi_modal_placeholders=None)
         if self.api.request_eos_argument:
             kwargs["eos_token_id"] = 100
         else:
@@ -254,6 +279,8 @@ class VllmV1System:
         request = self._request(op["req"])
         self.stamp += 1
         self.manager.free(request)
+        if self.api.manager_hashes_blocks:  # the scheduler's _free_blocks does both (v0.9.2 scheduler.py:992-996)
+            self.manager.free_block_hashes(request)
         del self.requests[op["req"]]
 
     def _op_reset_prefix_cache(self, op: dict) -> bool:
@@ -270,6 +297,11 @@ class VllmV1System:
         self.manager.evict_blocks(set(ids))
 
     # -- observation --------------------------------------------------------------------------
+    @staticmethod
+    def _key(key):
+        """A pool key as the reference spells it: bytes, or the (BlockHash, group id) tuple."""
+        return None if key is None else key if isinstance(key, tuple) else bytes(key)
+
     def _cached_entries(self) -> list[list]:
         table = self.manager.block_pool.cached_block_hash_to_block
         raw = table._cache if self.api.cached_map_wrapped else table
@@ -277,8 +309,14 @@ class VllmV1System:
         for key, holders in raw.items():
             ids = list(holders) if isinstance(holders, dict) else [holders.block_id]
             if ids:
-                entries.append([bytes(key).hex(), ids])
+                entries.append([hex_or_none(self._key(key)), ids])
         return sorted(entries)
+
+    def _block_hashes(self, request) -> list:
+        """The request's block hashes: on the request, or (before 0.10.1) the manager's list."""
+        if self.api.manager_hashes_blocks:
+            return self.manager.req_to_block_hashes.get(request.request_id, [])
+        return request.block_hashes
 
     def snapshot(self) -> dict:
         pool = self.manager.block_pool
@@ -290,15 +328,15 @@ class VllmV1System:
                 "num_cached_blocks": [m.num_cached_block.get(request_id, 0) for m in managers],
                 "num_computed_tokens": request.num_computed_tokens,
                 "num_tokens": request.num_tokens,
-                "block_hashes": [bytes(h).hex() for h in request.block_hashes],
+                "block_hashes": [hex_or_none(self._key(h)) for h in self._block_hashes(request)],
                 "status": self._status(request),
             }
         return {
-            "none_hash": self.none_hash.hex(),
+            "none_hash": hex_or_none(self.none_hash if isinstance(self.none_hash, int) else bytes(self.none_hash)),
             "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
             "num_free_blocks": pool.get_num_free_blocks(),
             "usage": round(pool.get_usage(), 9),
-            "blocks": [[b.ref_cnt, hex_or_none(b.block_hash)] for b in pool.blocks],
+            "blocks": [[b.ref_cnt, hex_or_none(self._key(b.block_hash))] for b in pool.blocks],
             "cached": self._cached_entries(),
             "requests": requests,
         }

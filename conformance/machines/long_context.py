@@ -26,6 +26,7 @@ from conformance.lockstep import run_machine
 from conformance.machines import v0, v1
 from conformance.properties import Property
 from reference.blocks.policies import V1_POLICIES
+from reference.blocks.v1.hashing import hash_function_names
 
 CONTEXTS = [4096, 16384, 65536, 131072]
 MAX_MODEL_LEN = 131072
@@ -61,7 +62,7 @@ def long_v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -
         "groups": groups,
         "max_model_len": MAX_MODEL_LEN,
         "enable_caching": draw(st.sampled_from([True, True, False])),
-        "hash_fn": draw(st.sampled_from(["sha256", "sha256_cbor"])),
+        "hash_fn": draw(st.sampled_from(hash_function_names(V1_POLICIES[policy]))),
         "pythonhashseed": None,
         "entropy": "5e" * 32,
         "watermark": draw(st.sampled_from([0.0, 0.01])) if V1_POLICIES[policy].watermark_supported else 0.0,

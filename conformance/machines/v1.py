@@ -23,6 +23,7 @@ from hypothesis.stateful import initialize, precondition, rule
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
 from reference.blocks.policies import V1_POLICIES
+from reference.blocks.v1.hashing import hash_function_names
 
 SEMANTICS = "v1"
 ALPHABET = (0, 1, 2)
@@ -61,7 +62,8 @@ def accepted_layout(groups: list[dict], block_size: int, enable_caching: bool, p
              for g in groups]
     rules = V1_POLICIES[policy]
     return hybrid_layout_problem(specs, enable_caching, rules.hybrid_groups_any_layout,
-                                 rules.hybrid_needs_distinct_specs) is None
+                                 rules.hybrid_needs_distinct_specs,
+                                 rules.hybrid_layout_checked_without_caching) is None
 
 
 @st.composite
@@ -71,7 +73,11 @@ def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dic
     enable_caching = draw(st.sampled_from([True, True, True, False]))
     full = {"kind": "full"}
     if sliding:
-        sw = {"kind": "sliding", "window": draw(st.integers(2, 3 * block_size + 1))}
+        # Where the manager hashes (before 0.10.1), a window no longer than a block trips vLLM's
+        # own assertion in cache_full_blocks (conformance/known-upstream-bugs/
+        # v0.9.2-sliding-window-decode-hash-from-null.json), so windows start past one block.
+        shortest = 2 if V1_POLICIES[policy].hashes_on_request else block_size + 1
+        sw = {"kind": "sliding", "window": draw(st.integers(shortest, 3 * block_size + 1))}
         # Every order of up to three groups with at least one sliding window (the coordinator
         # and the null-block bookkeeping index groups by position), less those the release's
         # hybrid coordinator refuses (policy field hybrid_groups_any_layout).
@@ -89,7 +95,7 @@ def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dic
         "groups": groups,
         "max_model_len": draw(st.integers(3 * block_size, 8 * block_size)),
         "enable_caching": enable_caching,
-        "hash_fn": draw(st.sampled_from(["sha256", "sha256_cbor"])),
+        "hash_fn": draw(st.sampled_from(hash_function_names(V1_POLICIES[policy]))),
         "pythonhashseed": draw(st.sampled_from([None, "0", "1234"])),
         "entropy": draw(st.sampled_from(["5e" * 32, "a1" * 32])),
         "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if V1_POLICIES[policy].watermark_supported else 0.0,
@@ -175,10 +181,38 @@ class V1Machine(LockstepMachine):
                   "salt": data.draw(st.sampled_from([None, None, None, "s1"]), label="salt"),
                   "lora": data.draw(st.sampled_from([None, None, None, None, "a", "b"]), label="lora")})
 
+    def lookup_overruns_hashes(self, req: str) -> bool:
+        """Would vLLM's own lookup index past the request's hash list (and raise IndexError)?
+
+        Before 0.10.1 the manager hashes a request at its first lookup and then only as blocks
+        are cached, so a request holding full blocks that were never computed has a hash list
+        shorter than its full blocks. A lone sliding-window group's hit search (v0.9.2
+        single_type_kv_cache_manager.py:333-341) indexes ``block_hashes[i]`` for every block up to
+        ``num_tokens - 1`` and raises IndexError there; full attention stops at the list's end,
+        and a hybrid layout bounds the window search by the full-attention hit. The scheduler
+        only looks up waiting requests, whose uncomputed tail is one token unless a step accepted
+        several (speculative decoding). Shrunk trace:
+        conformance/known-upstream-bugs/v0.9.2-sliding-window-lookup-past-hashes.json. Such
+        lookups are not drawn; the reference searches only the hashed blocks.
+        """
+        config = self.trace["config"]
+        groups = config["groups"]
+        if self.policy().hashes_on_request or not config.get("enable_caching", True):
+            return False
+        if len(groups) != 1 or groups[0]["kind"] != "sliding" or self.a is None:
+            return False
+        state = self.a.manager.requests.get(req)
+        if state is None or not state.block_hashes:  # unknown (refused), or hashed in full now
+            return False
+        return (state.num_tokens - 1) // config["block_size"] > len(state.block_hashes)
+
     @precondition(lambda self: bool(self.live()))
     @rule(data=st.data())
     def lookup(self, data) -> None:
-        req = data.draw(st.sampled_from(sorted(self.live())), label="req")
+        candidates = [r for r in sorted(self.live()) if not self.lookup_overruns_hashes(r)]
+        if not candidates:
+            return
+        req = data.draw(st.sampled_from(candidates), label="req")
         out = self.step({"op": "get_computed_blocks", "req": req})
         self.last_lookup = (req, out["result"]["num_computed_tokens"]) if "result" in out else None
 
@@ -202,7 +236,10 @@ class V1Machine(LockstepMachine):
     @rule(data=st.data())
     def admit(self, data) -> None:
         """Lookup then adopt the hit at once, as the scheduler admits a waiting request."""
-        waiting = sorted(r for r, s in self.live().items() if s["status"] != "running")
+        waiting = sorted(r for r, s in self.live().items()
+                         if s["status"] != "running" and not self.lookup_overruns_hashes(r))
+        if not waiting:
+            return
         req = data.draw(st.sampled_from(waiting), label="req")
         out = self.step({"op": "get_computed_blocks", "req": req})
         left = self.remaining(req, out["result"]["num_computed_tokens"])
@@ -282,7 +319,7 @@ class V1ReferencePeerLifecycle(V1Machine):
     """Reference against reference, both policies: the machine itself, without vLLM."""
 
     peer = "reference"
-    policies = ("v0.33.0", "v0.10.2")
+    policies = ("v0.33.0", "v0.10.2", "v0.9.2")
 
 
 class V1ReferencePeerSlidingWindow(V1ReferencePeerLifecycle):
@@ -294,13 +331,13 @@ PROPERTIES = [
         name="v1.lifecycle",
         checks=(
             "After every add/lookup/allocate/decode/preempt/free/reset/evict op on full-attention "
-            "configs (caching on and off, sha256 and sha256_cbor, tight pools), the reference and "
+            "configs (caching on and off, every hash function the release offers, tight pools), the reference and "
             "vLLM's KVCacheManager return the same value or refusal and have identical block "
             "tables, free-queue order, per-block ref counts and hashes, prefix-cache map and "
             "request hashes."
         ),
         run=lambda examples, steps, progress=None: run_machine(V1LifecycleMachine, examples, steps, progress),
-        needs="vLLM 0.33.0 or 0.10.2 with the V1 KVCacheManager",
+        needs="a vLLM with the V1 KVCacheManager and a V1 policy in conformance/versions.py",
     ),
     Property(
         name="v1.sliding_window",
@@ -310,6 +347,6 @@ PROPERTIES = [
             "right-to-left sliding-window prefix hits."
         ),
         run=lambda examples, steps, progress=None: run_machine(V1SlidingWindowMachine, examples, steps, progress),
-        needs="vLLM 0.33.0 or 0.10.2 with the V1 KVCacheManager and SlidingWindowSpec",
+        needs="a vLLM with the V1 KVCacheManager, SlidingWindowSpec and a V1 policy in conformance/versions.py",
     ),
 ]

@@ -130,6 +130,62 @@ class V1Policy:
     #   v0.29.0: absent from kv_cache_coordinator.py
     hybrid_needs_distinct_specs: bool
 
+    # Whether several KV-cache groups are checked for an accepted layout with prefix caching off
+    # too. True (v0.9.2): the hybrid coordinator serves every manager of several groups, so its
+    # layout checks (hybrid_groups_any_layout) run whether or not caching is on. False (from
+    # v0.10.0): with caching off a coordinator without prefix caching takes any groups.
+    #   v0.9.2 vllm/v1/core/kv_cache_coordinator.py:358-369 (unitary or hybrid, nothing else)
+    #   v0.10.0 vllm/v1/core/kv_cache_coordinator.py:174, 391-393 (KVCacheCoordinatorNoPrefixCache)
+    hybrid_layout_checked_without_caching: bool
+
+    # Where a request's block hashes are computed. True (from v0.10.1): the Request computes
+    # them itself when it is created and as its tokens grow (its block_hasher), so a lookup
+    # sees a hash for every full block. False (before): the manager computes them on the
+    # request's first prefix-cache lookup (only if it has none yet) and extends the list as
+    # blocks are cached; tokens appended later get no hash until their block is cached, so a
+    # preempted request re-admitted with such tokens finds a shorter hit. The list is kept across
+    # preemption and dropped when the request finishes (free_block_hashes).
+    #   v0.9.2 vllm/v1/core/kv_cache_manager.py:112-114, 158-163 (hash on first lookup)
+    #   v0.9.2 vllm/v1/core/kv_cache_manager.py:367-373 (free_block_hashes)
+    #   v0.9.2 vllm/v1/core/block_pool.py:147-177 (cache_full_blocks extends it)
+    #   v0.10.1 vllm/v1/request.py:41, 120-121 (block_hasher)
+    hashes_on_request: bool
+
+    # The form of a block hash. True (before v0.10.2): a BlockHash(hash_value: int, token_ids,
+    # extra_keys) keyed in the pool as (BlockHash, group id); the digest is int.from_bytes of the
+    # pickle's SHA-256 ("sha256") or Python's builtin hash ("builtin"), and NONE_HASH is an int.
+    # False (from v0.10.2): raw digest bytes, the group id appended as 4 bytes, and the hash
+    # functions "sha256" and "sha256_cbor".
+    #   v0.9.2 vllm/v1/core/kv_cache_utils.py:23-46 (BlockHash, BlockHashWithGroupId)
+    #   v0.9.2 vllm/v1/core/kv_cache_utils.py:414-443 (hash_block_tokens)
+    #   v0.9.2 vllm/v1/core/kv_cache_manager.py:82 (sha256 or hash)
+    #   v0.10.2 vllm/v1/core/kv_cache_utils.py:79-93 (bytes NONE_HASH), 539 (hash_block_tokens)
+    int_block_hashes: bool
+
+    # When NONE_HASH is set. True (v0.9.2): once, when kv_cache_utils is imported, from
+    # os.urandom or, with PYTHONHASHSEED set, sha256(PYTHONHASHSEED) whatever hash function the
+    # manager uses (so "builtin" chains start from a SHA-256 seed). False (from v0.10.0):
+    # init_none_hash(hash_fn) at manager construction, hash_fn(PYTHONHASHSEED).
+    #   v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60
+    #   v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73 (init_none_hash)
+    none_hash_at_import: bool
+
+    # What the pool's usage fraction divides by. True (from v0.10.2): the usable blocks, the null
+    # block left out, so an idle pool reports 0. False (before): all blocks, so the null block
+    # (never free) counts as used and an idle pool of N blocks reports 1/N.
+    #   v0.10.2 vllm/v1/core/block_pool.py:307-318 ("Subtract 1 to account for null block")
+    #   v0.9.2 vllm/v1/core/block_pool.py:331-337
+    #   v0.10.1 vllm/v1/core/block_pool.py:295-301
+    usage_excludes_null_block: bool
+
+    # With prefix caching off, where freed blocks go when hashless blocks go to the front
+    # (free_hashless_blocks_to_front). True: to the front like any hashless block (LIFO reuse).
+    # False (v0.27.0 and v0.27.1 only): all to the tail, in the order given.
+    #   v0.27.0 vllm/v1/core/block_pool.py:719-742 (`block.block_hash is None and self.enable_caching`)
+    #   v0.26.0 vllm/v1/core/block_pool.py:719-740 (`if block.block_hash is None`)
+    #   v0.28.0 vllm/v1/core/block_pool.py:719-743 (`block.block_hash is None or not self.enable_caching`)
+    caching_off_frees_to_front: bool
+
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:
             raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")
@@ -150,6 +206,12 @@ V1_V0_33_0 = V1Policy(
     cache_full_blocks_skips_null=True,
     hybrid_groups_any_layout=True,
     hybrid_needs_distinct_specs=False,
+    hybrid_layout_checked_without_caching=False,
+    hashes_on_request=True,
+    int_block_hashes=False,
+    none_hash_at_import=False,
+    usage_excludes_null_block=True,
+    caching_off_frees_to_front=True,
 )
 
 V1_V0_10_2 = V1Policy(
@@ -167,7 +229,21 @@ V1_V0_10_2 = V1Policy(
     cache_full_blocks_skips_null=False,
     hybrid_groups_any_layout=False,
     hybrid_needs_distinct_specs=False,
+    hybrid_layout_checked_without_caching=False,
+    hashes_on_request=True,
+    int_block_hashes=False,
+    none_hash_at_import=False,
+    usage_excludes_null_block=True,
+    caching_off_frees_to_front=True,
 )
+
+# vLLM 0.9.2: v0.10.2's choices on everything the two share, with the pre-0.10 hashing (int
+# hashes that carry their tokens, computed by the manager on the first lookup, NONE_HASH set at
+# import), the hybrid coordinator's layout checks applied with caching off too, and a usage
+# fraction that counts the null block as used.
+V1_V0_9_2 = replace(V1_V0_10_2, name="v0.9.2", hybrid_layout_checked_without_caching=True,
+                    hashes_on_request=False, int_block_hashes=True, none_hash_at_import=True,
+                    usage_excludes_null_block=False)
 
 # vLLM 0.14.1 .. 0.22.1 (measured at v0.20.2): v0.10.2's choices except these.
 #   evict_blocks_supported: BlockPool.evict_blocks exists from v0.13.0
@@ -204,6 +280,12 @@ V1_V0_20_2 = V1Policy(
     cache_full_blocks_skips_null=True,
     hybrid_groups_any_layout=True,
     hybrid_needs_distinct_specs=True,
+    hybrid_layout_checked_without_caching=False,
+    hashes_on_request=True,
+    int_block_hashes=False,
+    none_hash_at_import=False,
+    usage_excludes_null_block=True,
+    caching_off_frees_to_front=True,
 )
 
 # The releases between the pins, each the nearest measured policy with the fields that the
@@ -216,6 +298,9 @@ V1_V0_13_0 = replace(V1_V0_12_0, name="v0.13.0", evict_blocks_supported=True)
 V1_V0_23_0 = replace(V1_V0_20_2, name="v0.23.0", sliding_window_frees_hashless_to_front=True)
 # vLLM 0.24.0 .. 0.28.0: hashless freed blocks to the front on every path; the admission watermark.
 V1_V0_24_0 = replace(V1_V0_23_0, name="v0.24.0", free_hashless_blocks_to_front=True, watermark_supported=True)
+# vLLM 0.27.0 and 0.27.1: with prefix caching off, freed blocks all go to the tail (0.28.0 puts
+# them back at the front). Found by v1.lifecycle at 0.27.1 under v0.24.0's choices.
+V1_V0_27_1 = replace(V1_V0_24_0, name="v0.27.1", caching_off_frees_to_front=False)
 # vLLM 0.29.0 and 0.30.0: the fixed NONE_HASH seed; several groups of one spec accepted.
 V1_V0_29_0 = replace(V1_V0_24_0, name="v0.29.0", none_hash_default_seed="vllm-none-hash",
                      hybrid_needs_distinct_specs=False)
@@ -231,7 +316,7 @@ V1_V0_31_0 = replace(V1_V0_29_0, name="v0.31.0", tagged_extra_keys=True, lora_ex
 V1_V0_32_0 = replace(V1_V0_31_0, name="v0.32.0")
 
 V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (
-    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_24_0, V1_V0_23_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2)}
+    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_27_1, V1_V0_24_0, V1_V0_23_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2, V1_V0_9_2)}
 
 
 @dataclass(frozen=True)
@@ -254,6 +339,77 @@ class FieldChange:
 
 
 V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
+    FieldChange(
+        "caching_off_frees_to_front", "0.27.0", False,
+        "with prefix caching off, free_blocks appends every freed block to the tail of the free "
+        "queue instead of putting it at the front with the other hashless blocks.",
+        "the change's own comment says it appends for better GPU cache locality; the next "
+        "release undid it.",
+        "v0.27.0 vllm/v1/core/block_pool.py:719-742; before: "
+        "v0.26.0 vllm/v1/core/block_pool.py:719-740",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    FieldChange(
+        "caching_off_frees_to_front", "0.28.0", True,
+        "with prefix caching off, freed blocks go to the front of the free queue again (reused "
+        "first, LIFO).",
+        "reusing the most recently freed blocks first is what gives the locality the 0.27 change "
+        "was after; appending them reused the oldest ones.",
+        "v0.28.0 vllm/v1/core/block_pool.py:719-743 (`or not self.enable_caching`)",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    FieldChange(
+        "usage_excludes_null_block", "0.10.2", True,
+        "the KV-cache usage fraction leaves the null block out: 1 - free / (blocks - 1), so an "
+        "idle pool reports 0 instead of 1 / blocks.",
+        "the null block is a placeholder that can never hold a request's tokens; counting it made "
+        "an empty cache look slightly used.",
+        "v0.10.2 vllm/v1/core/block_pool.py:307-318; before: "
+        "v0.10.1 vllm/v1/core/block_pool.py:295-301, "
+        "v0.9.2 vllm/v1/core/block_pool.py:331-337",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.num_free_and_usage",)),
+    FieldChange(
+        "none_hash_at_import", "0.10.0", False,
+        "NONE_HASH, the parent of every first block, is set by init_none_hash(hash_fn) when the "
+        "manager is built, from hash_fn(PYTHONHASHSEED), instead of once at import with sha256.",
+        "the seed should come from the hash function the cache actually uses, and a module-level "
+        "random value fixed at import could not follow the configured hash.",
+        "v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73 (init_none_hash); before: "
+        "v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60 (NONE_HASH at import)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
+    FieldChange(
+        "hybrid_layout_checked_without_caching", "0.10.0", False,
+        "with prefix caching off, several KV-cache groups are served by a coordinator without "
+        "prefix caching, which accepts any layout; before, the hybrid coordinator (and its layout "
+        "assertions) served them whether caching was on or not.",
+        "the layout rules exist only to merge prefix-cache hits across groups; a model served "
+        "without prefix caching need not satisfy them.",
+        "v0.10.0 vllm/v1/core/kv_cache_coordinator.py:174, 391-393 (KVCacheCoordinatorNoPrefixCache); "
+        "before: v0.9.2 vllm/v1/core/kv_cache_coordinator.py:358-369",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.no_prefix_cache",)),
+    FieldChange(
+        "hashes_on_request", "0.10.1", True,
+        "a request's block hashes are computed by the request itself, when it is created and as "
+        "tokens are appended (its block_hasher), instead of by the manager on the request's "
+        "first prefix-cache lookup and then only as blocks are cached.",
+        "one hash list per request, always complete, serves every consumer (the manager, KV "
+        "connectors, the scheduler) and no longer depends on when the manager last looked: a "
+        "preempted request whose appended tokens were never cached now finds their blocks too.",
+        "v0.10.1 vllm/v1/request.py:41, 120-121 (block_hasher); before: "
+        "v0.9.2 vllm/v1/core/kv_cache_manager.py:112-114, 158-163, 367-373, "
+        "v0.9.2 vllm/v1/core/block_pool.py:147-177",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.request_block_hasher",)),
+    FieldChange(
+        "int_block_hashes", "0.10.2", False,
+        "a block hash is the raw digest bytes (the group id appended as 4 bytes in the pool key) "
+        "instead of a BlockHash(int digest, token ids, extra keys) tuple keyed with its group id; "
+        "Python's builtin hash is no longer offered.",
+        "a tuple carrying every token id costs memory per cached block; with SHA-256 a collision "
+        "guard is not needed, and bytes keys are compact and the same in every process.",
+        "v0.10.2 vllm/v1/core/kv_cache_utils.py:79-93, 539, "
+        "v0.10.2 vllm/config/cache.py:27 (sha256 and sha256_cbor); before: "
+        "v0.10.1 vllm/v1/core/kv_cache_utils.py:24-47 (BlockHash, BlockHashWithGroupId), "
+        "v0.10.1 vllm/config/cache.py:27 (builtin, the default, sha256, sha256_cbor_64bit), "
+        "v0.9.2 vllm/v1/core/kv_cache_utils.py:23-46",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.hash_types",)),
     FieldChange(
         "evict_blocks_supported", "0.13.0", True,
         "BlockPool and KVCacheManager gain evict_blocks(ids): chosen blocks leave the prefix cache "
@@ -437,6 +593,6 @@ def v1_policy_for_version(version: str) -> V1Policy:
 
 
 __all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_32_0", "V1_V0_31_0", "V1_V0_29_0", "V1_V0_24_0", "V1_V0_23_0", "V1_V0_20_2", "V1_V0_13_0",
-           "V1_V0_12_0", "V1_V0_10_2", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
+           "V1_V0_12_0", "V1_V0_10_2", "V1_V0_9_2", "V1_V0_27_1", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
            "V1_FIELD_HISTORY", "LORA_EXTRA_KEYS", "V0Policy", "V0_V0_10_2", "V0_V0_6_6_POST1",
            "V0_POLICIES", "V0_FIELD_HISTORY"]

@@ -19,7 +19,7 @@ import pytest
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
-from reference.blocks.policies import V1_V0_10_2, V1_V0_20_2, V1_V0_23_0, V1_V0_33_0, V1Policy
+from reference.blocks.policies import V1_V0_9_2, V1_V0_10_2, V1_V0_27_1, V1_V0_20_2, V1_V0_23_0, V1_V0_33_0, V1Policy
 from tests.conformance.pinned import unavailable
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v1").glob("*.json"))
@@ -123,6 +123,13 @@ def alloc(req, n, hit=False):
 
 
 SW = [{"kind": "sliding", "window": 3}]
+# a's tokens 4 and 5 arrive after its first lookup and are never computed before it is
+# preempted; b then caches the same five tokens. Re-admitted, a looks up again.
+PREEMPTED_APPEND = [
+    add("a", [1, 2, 3]), {"op": "get_computed_blocks", "req": "a"}, alloc("a", 3),
+    {"op": "append_tokens", "req": "a", "tokens": [4, 5]}, {"op": "preempt", "req": "a"},
+    add("b", [1, 2, 3, 4, 5]), alloc("b", 5),
+    {"op": "get_computed_blocks", "req": "a"}]
 FIELD_SCENARIOS = {
     "free_hashless_blocks_to_front": (cfg(), [add("a", [1, 2, 3]), alloc("a", 3), {"op": "free", "req": "a"}]),
     "null_block_ref_counted": (cfg(groups=SW), [
@@ -146,6 +153,14 @@ FIELD_SCENARIOS = {
         add("a", [1, 2, 1, 2, 1, 2, 1]), {**alloc("a", 4), "delay_cache_blocks": True}, alloc("a", 3)]),
     "hybrid_groups_any_layout": (cfg(groups=SW + [{"kind": "full"}] + SW), [add("a", [1, 2, 3]), alloc("a", 3)]),
     "hybrid_needs_distinct_specs": (cfg(groups=SW + SW), [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "hybrid_layout_checked_without_caching": (cfg(groups=SW + [{"kind": "full"}] + SW, enable_caching=False),
+                                              [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "hashes_on_request": (cfg(), PREEMPTED_APPEND),
+    "int_block_hashes": (cfg(), [add("a", [1, 2, 3])]),
+    "usage_excludes_null_block": (cfg(), []),
+    "caching_off_frees_to_front": (cfg(enable_caching=False), [
+        add("a", [1, 2, 3]), alloc("a", 3), add("b", [4, 5, 6]), alloc("b", 3), {"op": "free", "req": "a"}]),
+    "none_hash_at_import": (cfg(hash_fn="builtin"), [add("a", [1, 2, 3]), {"op": "get_computed_blocks", "req": "a"}]),
 }
 
 
@@ -161,12 +176,17 @@ def test_policy_field_changes_an_observable_outcome(field):
     config, ops = FIELD_SCENARIOS[field]
     # A field that only shows where another is set flips from a release that sets that other one.
     base = {"hit_touches_skipped_nulls": V1_V0_20_2,
-            "sliding_window_frees_hashless_to_front": V1_V0_23_0}.get(field, V1_V0_33_0)
+            "sliding_window_frees_hashless_to_front": V1_V0_23_0,
+            "hybrid_layout_checked_without_caching": V1_V0_10_2,  # needs the restricted layouts
+            "none_hash_at_import": V1_V0_9_2}.get(field, V1_V0_33_0)  # needs int hashes
     # A field that v0.10.2 shares with v0.33.0 flips to the value of the release that differs.
-    flip_to = {"hybrid_needs_distinct_specs": V1_V0_20_2}.get(field, V1_V0_10_2)
+    flip_to = {"hybrid_needs_distinct_specs": V1_V0_20_2, "hybrid_layout_checked_without_caching": V1_V0_9_2,
+               "hashes_on_request": V1_V0_9_2, "int_block_hashes": V1_V0_9_2,
+               "usage_excludes_null_block": V1_V0_9_2, "caching_off_frees_to_front": V1_V0_27_1}.get(field, V1_V0_10_2)
     flipped = dataclasses.replace(base, **{field: getattr(flip_to, field)})
     refused_at_construction = {"watermark_supported": "watermark",  # v0.10.2 has no watermark
                                "hybrid_groups_any_layout": "refuses these groups",  # nor [sw, full, sw]
+                               "hybrid_layout_checked_without_caching": "refuses these groups",  # 0.9.2
                                "hybrid_needs_distinct_specs": "refuses these groups"}  # 0.14-0.28: [sw, sw]
     if field in refused_at_construction:
         with pytest.raises(Exception, match=refused_at_construction[field]):
@@ -174,3 +194,28 @@ def test_policy_field_changes_an_observable_outcome(field):
         assert "error" not in run_ops(config, base, ops)[0][-1]
         return
     assert run_ops(config, base, ops) != run_ops(config, flipped, ops)
+
+
+def test_a_preempted_request_finds_only_the_blocks_hashed_before_its_tokens_arrived_before_0_10_1():
+    """Catches: pre-0.10.1 hashing modelled as the request's own (every full block hashed as tokens
+    arrive). There the manager hashes a request at its first lookup and then only as blocks are
+    cached, so tokens appended and never computed before a preemption get no hash, and the
+    re-admitted request misses the blocks another request cached for them (v0.9.2
+    kv_cache_manager.py:158-163, block_pool.py:147-177)."""
+    def hit(policy):
+        outcomes, _ = run_ops(cfg(), policy, PREEMPTED_APPEND)
+        return outcomes[-1]["result"]["num_computed_tokens"]
+    assert hit(V1_V0_10_2) == 4  # both full blocks of a's five tokens are found
+    assert hit(V1_V0_9_2) == 2  # only the block hashed at a's first lookup
+
+
+def test_builtin_hash_chains_start_from_a_sha256_seed_in_0_9_2():
+    """Catches: NONE_HASH under PYTHONHASHSEED derived with the configured hash function in
+    0.9.2, where the import-time statement always uses sha256 (kv_cache_utils.py:59-60), or an int
+    NONE_HASH where 0.10.2 has bytes."""
+    from reference.blocks.v1.hashing import sha256_pickle_int
+
+    _, snap = run_ops(cfg(hash_fn="builtin"), V1_V0_9_2, [])
+    assert snap["none_hash"] == repr(sha256_pickle_int("0"))
+    _, snap = run_ops(cfg(), V1_V0_10_2, [])
+    assert len(bytes.fromhex(snap["none_hash"])) == 32

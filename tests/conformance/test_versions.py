@@ -91,7 +91,7 @@ def test_no_version_string_comparisons_outside_the_table():
 def test_a_v1_manager_the_adapter_cannot_drive_is_a_harness_error(monkeypatch):
     """Catches: a release that has the V1 manager reported "not applicable" because the harness
     cannot build its requests (only a missing mechanism may be not applicable)."""
-    fake_installed(monkeypatch, "0.9.2")
+    fake_installed(monkeypatch, "0.8.5.post1")
     with pytest.raises(versions.HarnessError, match="has a V1 KVCacheManager, but"):
         versions.installed_v1_policy_name()
     fake_installed(monkeypatch, "0.7.3")

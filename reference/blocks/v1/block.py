@@ -20,6 +20,7 @@ manager never touches the memory; it only keeps, per block:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(eq=False, slots=True)
@@ -28,12 +29,13 @@ class KVBlock:
 
     block_id: int
     ref_cnt: int = 0
-    block_hash: bytes | None = None
+    block_hash: Any = None  # bytes, or an IntBlockHashWithGroup before vLLM 0.10.2
     is_null: bool = False
     prev_free: KVBlock | None = field(default=None, repr=False)
     next_free: KVBlock | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         tag = " null" if self.is_null else ""
-        digest = self.block_hash.hex()[:8] if self.block_hash else None
+        key = self.block_hash
+        digest = None if key is None else key.hex()[:8] if isinstance(key, bytes) else f"{key[0][0]:x}"[:8]
         return f"KVBlock({self.block_id}{tag}, ref={self.ref_cnt}, hash={digest})"

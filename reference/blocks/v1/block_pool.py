@@ -22,12 +22,13 @@ therefore the eviction order, and where freed blocks enter it is a policy
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from reference.blocks.errors import DoubleFree, InvalidArgument, OutOfBlocks, UnknownBlock
 from reference.blocks.policies import V1Policy
 from reference.blocks.v1.block import KVBlock
 from reference.blocks.v1.free_queue import FreeBlockQueue
-from reference.blocks.v1.hashing import with_group_id
+from reference.blocks.v1.hashing import group_key_function
 
 
 class BlockPool:
@@ -39,19 +40,20 @@ class BlockPool:
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
         self.policy = policy
+        self.group_key = group_key_function(policy)  # (block hash, group id) -> pool key
         self.blocks = [KVBlock(block_id=i) for i in range(num_blocks)]
         self.free_queue = FreeBlockQueue(self.blocks)
         self.null_block = self.free_queue.popleft()
         self.null_block.is_null = True
         # group-keyed hash -> {block_id: block}, both levels in insertion order
-        self.cached: dict[bytes, dict[int, KVBlock]] = {}
+        self.cached: dict[Any, dict[int, KVBlock]] = {}
 
     # -- prefix-cache lookups -----------------------------------------------------------------
     def get_cached_block(self, block_hash: bytes, group_ids: Sequence[int]) -> list[KVBlock] | None:
         """The first cached block for ``block_hash`` in each group, or None if any group misses."""
         found = []
         for group_id in group_ids:
-            blocks = self.cached.get(with_group_id(block_hash, group_id))
+            blocks = self.cached.get(self.group_key(block_hash, group_id))
             if not blocks:
                 return None
             found.append(next(iter(blocks.values())))
@@ -74,7 +76,7 @@ class BlockPool:
             block = blocks[index]
             if block.is_null and self.policy.cache_full_blocks_skips_null:
                 continue
-            key = with_group_id(block_hashes[index], group_id)
+            key = self.group_key(block_hashes[index], group_id)
             if block.block_hash == key:
                 continue
             assert block.block_hash is None, f"{block} is already cached under another hash"
@@ -118,6 +120,8 @@ class BlockPool:
         ordered = ordered_blocks if isinstance(ordered_blocks, list) else list(ordered_blocks)
         if hashless_to_front is None:  # the caller's path makes no choice of its own
             hashless_to_front = self.policy.free_hashless_blocks_to_front
+        if not self.enable_caching and not self.policy.caching_off_frees_to_front:
+            hashless_to_front = False  # 0.27.x: everything to the tail when caching is off
         all_to_front = hashless_to_front and not self.enable_caching
         null_counted = self.policy.null_block_ref_counted
         released_first: list[KVBlock] = []
@@ -176,7 +180,10 @@ class BlockPool:
 
     @property
     def usage(self) -> float:
-        """Fraction of the usable (non-null) blocks in use."""
+        """Fraction of the usable (non-null) blocks in use (of all blocks, the null one counted as
+        used, where the policy says so: ``usage_excludes_null_block``)."""
+        if not self.policy.usage_excludes_null_block:
+            return 1.0 - self.num_free_blocks / self.num_blocks
         usable = self.num_blocks - 1
         return 0 if not usable else 1.0 - self.num_free_blocks / usable
 

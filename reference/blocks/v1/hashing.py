@@ -23,6 +23,12 @@ chain, NONE_HASH, follows :attr:`V1Policy.none_hash_default_seed`.
 In the pool a hash is keyed together with its KV-cache group: the 4-byte big-endian group id is
 appended to the digest, so the same prefix cached by two groups (e.g. a full-attention and a
 sliding-window group) lives under two distinct keys.
+
+Before 0.10.2 (:attr:`V1Policy.int_block_hashes`) a hash was not a digest alone but an
+:class:`IntBlockHash`: the digest as an int (``int.from_bytes`` of the pickle's SHA-256, or
+Python's builtin ``hash``) together with the block's token ids and extra keys, so that two blocks
+whose digests collide still get different keys; the pool key was the pair
+(:class:`IntBlockHash`, group id). :func:`scheme` gives the functions of either form.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import os
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from reference.blocks.errors import InvalidArgument
 from reference.blocks.policies import V1Policy
@@ -52,15 +58,29 @@ def sha256_cbor(value: Any) -> bytes:
     return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
 
 
+def sha256_pickle_int(value: Any) -> int:
+    """:func:`sha256_pickle` read as a big-endian int (vLLM's ``sha256`` before 0.10.2)."""
+    return int.from_bytes(sha256_pickle(value), byteorder="big")
+
+
 HASH_FUNCTIONS: dict[str, HashFunction] = {"sha256": sha256_pickle, "sha256_cbor": sha256_cbor}
+# Before 0.10.2: vLLM's ``caching_hash_algo`` / ``prefix_caching_hash_algo`` ("builtin" is
+# Python's own ``hash``, which for strings depends on the process's PYTHONHASHSEED).
+INT_HASH_FUNCTIONS: dict[str, Callable[[Any], int]] = {"builtin": hash, "sha256": sha256_pickle_int}
 
 
-def hash_function(name: str) -> HashFunction:
-    """The hash function vLLM calls ``name`` (``"sha256"`` or ``"sha256_cbor"``)."""
+def hash_function_names(policy: V1Policy) -> tuple[str, ...]:
+    """The hash functions the release of ``policy`` offers, by vLLM's names."""
+    return tuple(INT_HASH_FUNCTIONS if policy.int_block_hashes else HASH_FUNCTIONS)
+
+
+def hash_function(name: str, policy: V1Policy | None = None) -> HashFunction:
+    """The hash function vLLM calls ``name`` in the release of ``policy`` (default: the digest form)."""
+    table: dict = INT_HASH_FUNCTIONS if policy is not None and policy.int_block_hashes else HASH_FUNCTIONS
     try:
-        return HASH_FUNCTIONS[name]
+        return table[name]
     except KeyError:
-        raise InvalidArgument(f"unknown hash function {name!r}; known: {sorted(HASH_FUNCTIONS)}") from None
+        raise InvalidArgument(f"unknown hash function {name!r}; known: {sorted(table)}") from None
 
 
 def derive_none_hash(
@@ -68,13 +88,19 @@ def derive_none_hash(
     policy: V1Policy,
     pythonhashseed: str | None,
     entropy: Callable[[int], bytes] = os.urandom,
-) -> bytes:
-    """The parent hash of every first block.
+) -> Any:
+    """The parent hash of every first block (bytes; an int where ``policy.int_block_hashes``).
 
     ``pythonhashseed`` is the value of the PYTHONHASHSEED environment variable (None when unset);
     it is passed explicitly so that the caller, not the process environment, decides.
-    ``entropy(32)`` supplies the random bytes the older release uses when no seed is set.
+    ``entropy(32)`` supplies the random bytes the older releases use when no seed is set.
     """
+    if policy.int_block_hashes:
+        if pythonhashseed is None:
+            return int.from_bytes(bytes(entropy(32)), byteorder="big")
+        # Before 0.10.0 NONE_HASH is set when kv_cache_utils is imported, with sha256 whatever
+        # hash function the manager is later given.
+        return sha256_pickle_int(pythonhashseed) if policy.none_hash_at_import else hash_fn(pythonhashseed)
     if pythonhashseed is not None:
         return hash_fn(pythonhashseed)
     if policy.none_hash_default_seed is None:
@@ -116,6 +142,37 @@ def hash_block_tokens(
     return hash_fn((parent, tuple(token_ids), extra_keys))
 
 
+class IntBlockHash(NamedTuple):
+    """A block hash before 0.10.2: the int digest, and the token ids and extra keys it covers."""
+
+    hash_value: int
+    token_ids: tuple[int, ...]
+    extra_keys: tuple | None = None
+
+
+class IntBlockHashWithGroup(NamedTuple):
+    """The pool key of an :class:`IntBlockHash` in one KV-cache group (before 0.10.2)."""
+
+    block_hash: IntBlockHash
+    group_id: int
+
+
+def hash_int_block_tokens(
+    hash_fn: Callable[[Any], int],
+    none_hash: int,
+    parent_hash: IntBlockHash | None,
+    token_ids: Sequence[int],
+    extra_keys: tuple | None = None,
+) -> IntBlockHash:
+    """The chained hash of one full block before 0.10.2 (the parent enters as its int digest).
+
+    A parent digest of 0 counts as no parent, as in vLLM (``if not parent_block_hash``).
+    """
+    parent = parent_hash.hash_value if parent_hash is not None else None
+    tokens = tuple(token_ids)
+    return IntBlockHash(hash_fn((parent if parent else none_hash, tokens, extra_keys)), tokens, extra_keys)
+
+
 def with_group_id(block_hash: bytes, group_id: int) -> bytes:
     """The pool key of ``block_hash`` in KV-cache group ``group_id``."""
     return block_hash + group_id.to_bytes(4, "big", signed=False)
@@ -124,6 +181,32 @@ def with_group_id(block_hash: bytes, group_id: int) -> bytes:
 def split_group_key(key: bytes) -> tuple[bytes, int]:
     """Undo :func:`with_group_id`: (block hash, group id)."""
     return key[:-4], int.from_bytes(key[-4:], "big", signed=False)
+
+
+def group_key_function(policy: V1Policy) -> Callable[[Any, int], Any]:
+    """How the release of ``policy`` keys a block hash with its group id in the pool."""
+    return IntBlockHashWithGroup if policy.int_block_hashes else with_group_id
+
+
+def hash_text(value: Any) -> str | None:
+    """A block hash, pool key or NONE_HASH of either form as text (None stays None).
+
+    Digests are hex; an :class:`IntBlockHash` (or vLLM's ``BlockHash``, a tuple of the same
+    fields) is written as the plain tuple it is, with bytes in hex. Equal keys give equal text.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.hex()
+    return repr(_plain(value))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
 
 
 @dataclass(frozen=True)
@@ -143,14 +226,13 @@ class BlockHasher:
         lora: LoRAIdentity | None = None,
     ) -> list[bytes]:
         """Hashes of the full blocks of ``token_ids`` beyond the ``len(known)`` already hashed."""
-        out: list[bytes] = []
+        out: list = []
         parent = known[-1] if known else None
         start = len(known) * self.block_size
+        chain = hash_int_block_tokens if self.policy.int_block_hashes else hash_block_tokens
         while start + self.block_size <= len(token_ids):
             extra = block_extra_keys(self.policy, start, cache_salt, lora)
-            parent = hash_block_tokens(
-                self.hash_fn, self.none_hash, parent, token_ids[start : start + self.block_size], extra
-            )
+            parent = chain(self.hash_fn, self.none_hash, parent, token_ids[start : start + self.block_size], extra)
             out.append(parent)
             start += self.block_size
         return out

@@ -2,7 +2,8 @@
 
 A request's life, as the scheduler drives it:
 
-1. ``add_request`` -- the prompt arrives; its full blocks are hashed at once.
+1. ``add_request`` -- the prompt arrives; its full blocks are hashed at once (before vLLM 0.10.1,
+   at the first ``get_computed_blocks`` and then as blocks are cached: ``hashes_on_request``).
 2. ``get_computed_blocks`` -- look up the longest cached prefix. It is capped at
    ``num_tokens - 1`` tokens: even when the whole prompt is cached, the last token must be run
    through the model to produce logits, and since hits are whole blocks this may recompute a
@@ -85,7 +86,8 @@ class KVCacheManager:
         if watermark < 0 or (watermark and not policy.watermark_supported):
             raise InvalidArgument(f"watermark {watermark!r} is not available under policy {policy.name}")
         layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout,
-                                       policy.hybrid_needs_distinct_specs)
+                                       policy.hybrid_needs_distinct_specs,
+                                       policy.hybrid_layout_checked_without_caching)
         if layout:
             raise InvalidArgument(f"vLLM {policy.name} refuses these groups: {layout}")
         self.policy = policy
@@ -94,7 +96,7 @@ class KVCacheManager:
         self.enable_caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching, policy)
         self.groups = [GroupManager(spec, self.pool, i, enable_caching) for i, spec in enumerate(groups)]
-        fn = hash_function(hash_fn)
+        fn = hash_function(hash_fn, policy)
         self.none_hash = derive_none_hash(fn, policy, pythonhashseed, entropy)
         self.hasher = BlockHasher(self.block_size, fn, self.none_hash, policy)
         self.watermark_blocks = int(watermark * num_blocks)
@@ -111,12 +113,13 @@ class KVCacheManager:
         cache_salt: str | None = None,
         lora: LoRAIdentity | None = None,
     ) -> RequestState:
-        """Register a new request and hash its full prompt blocks."""
+        """Register a new request and hash its full prompt blocks (see ``hashes_on_request``)."""
         if not isinstance(request_id, str) or request_id in self.requests:
             raise InvalidArgument(f"request id {request_id!r} is not a new string id")
         tokens = self._check_tokens(prompt_token_ids, 0)
         state = RequestState(request_id, tokens, len(tokens), cache_salt, lora)
-        state.block_hashes = self.hasher.new_hashes([], tokens, cache_salt, lora)
+        if self.policy.hashes_on_request:
+            state.block_hashes = self.hasher.new_hashes([], tokens, cache_salt, lora)
         self._stamp += 1
         self.requests[request_id] = state
         return state
@@ -139,6 +142,8 @@ class KVCacheManager:
             tokens = self._check_tokens(token_ids, num_tokens)
         self._stamp += 1
         held.extend(tokens)
+        if not self.policy.hashes_on_request:  # hashed at the next lookup or caching instead
+            return
         if len(held) >= (len(state.block_hashes) + 1) * self.block_size:  # a block completed
             state.block_hashes.extend(
                 self.hasher.new_hashes(state.block_hashes, state.token_ids, state.cache_salt, state.lora)
@@ -150,6 +155,10 @@ class KVCacheManager:
         state = self._request(request_id)
         if not self.enable_caching:
             return ComputedBlocks(request_id, tuple(() for _ in self.groups), 0, self._stamp)
+        if not self.policy.hashes_on_request and not state.block_hashes:
+            # Before 0.10.1 the first lookup hashes every full block the request has by now; the
+            # list is then only extended as blocks are cached (even if tokens arrive meanwhile).
+            state.block_hashes = self.hasher.new_hashes([], state.token_ids, state.cache_salt, state.lora)
         hit, length = longest_cache_hit(self.groups, state.block_hashes, state.num_tokens - 1)
         return ComputedBlocks(request_id, tuple(tuple(g) for g in hit), length, self._stamp)
 
@@ -196,6 +205,10 @@ class KVCacheManager:
             return new_blocks
         # Only tokens that exist are cached; lookahead slots hold unverified draft tokens.
         num_to_cache = min(total_computed + num_new_tokens, state.num_tokens)
+        if not self.policy.hashes_on_request:
+            # Before 0.10.1 caching hashes the blocks it caches that have no hash yet.
+            full = state.token_ids[: num_to_cache // self.block_size * self.block_size]
+            state.block_hashes.extend(self.hasher.new_hashes(state.block_hashes, full, state.cache_salt, state.lora))
         for group in self.groups:
             group.cache_blocks(request_id, state.block_hashes, num_to_cache)
         return new_blocks

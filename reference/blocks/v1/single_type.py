@@ -56,7 +56,10 @@ def sliding_window_hit(
     """
     block_size = spec.block_size
     needed = cdiv(spec.window - 1, block_size)
-    max_blocks = max_length // block_size
+    # Only hashed blocks can be found. (Before vLLM 0.10.1 a request's hash list can end before
+    # its last full block; vLLM 0.9.2 then raises IndexError here, see the V1 machine's
+    # lookup_overruns_hashes.)
+    max_blocks = min(max_length // block_size, len(block_hashes))
     hit: list[list[KVBlock]] = [[pool.null_block] * max_blocks for _ in group_ids]
     run = 0
     found = False

@@ -44,16 +44,18 @@ GroupSpec = FullAttention | SlidingWindow
 
 
 def hybrid_layout_problem(groups, enable_caching: bool, any_layout: bool,
-                          needs_distinct_specs: bool = False) -> str | None:
+                          needs_distinct_specs: bool = False,
+                          checked_without_caching: bool = False) -> str | None:
     """Why a release's hybrid coordinator refuses this list of groups, or None when it accepts it.
 
-    Only several groups with prefix caching on are checked (one group, or caching off, uses a
-    coordinator without the check). A restricted coordinator (``V1Policy.hybrid_groups_any_layout``
+    Only several groups are checked, and only with prefix caching on (one group, or caching off,
+    uses a coordinator without the check) unless the release checks them either way
+    (``V1Policy.hybrid_layout_checked_without_caching``). A restricted coordinator (``V1Policy.hybrid_groups_any_layout``
     false) needs exactly one kind of full-attention group and one other kind, and the
     full-attention group ids all before or all after the others. An unrestricted one may still
     need at least two distinct specs (``V1Policy.hybrid_needs_distinct_specs``).
     """
-    if not enable_caching or len(groups) < 2:
+    if (not enable_caching and not checked_without_caching) or len(groups) < 2:
         return None
     if any_layout:
         if needs_distinct_specs and len(set(groups)) < 2:
