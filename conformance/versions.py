@@ -87,6 +87,17 @@ class V1Api:
     # ``Request(...)`` requires ``multi_modal_inputs``, ``multi_modal_hashes`` and
     # ``multi_modal_placeholders`` (v0.9.2 vllm/v1/request.py:23-39).
     request_multimodal_args: bool = False
+    # The manager has a KV-cache coordinator (from 0.9.1). False (0.8.x): one group, no
+    # coordinator, block lists in and out of get_computed_blocks / allocate_slots; the adapter
+    # wraps it (conformance/adapters/vllm_v1_single_group.py).
+    manager_has_coordinator: bool = True
+    # ``KVCacheConfig(num_blocks, tensors={...}, kv_cache_groups)`` (0.8.x) instead of
+    # ``kv_cache_tensors=[...]`` (v0.8.5.post1 vllm/v1/kv_cache_interface.py:142-166).
+    kv_config_tensors_dict: bool = False
+    # ``Request(...)`` takes ``pooling_params`` and ``cache_salt`` and gives ``arrival_time`` a
+    # default; False (0.8.x): neither argument, ``arrival_time`` required
+    # (v0.8.5.post1 vllm/v1/request.py:20-32).
+    request_pooling_and_salt_args: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,6 +197,8 @@ def _v1_api(**changes) -> V1Api:
 V1_API_0_10 = _v1_api()
 V1_API_0_9 = replace(V1_API_0_10, manager_hashes_blocks=True, none_hash_init_function=False,
                      request_multimodal_args=True)
+V1_API_0_8 = replace(V1_API_0_9, manager_has_coordinator=False, kv_config_tensors_dict=True,
+                     request_pooling_and_salt_args=False)
 V1_API_0_11 = _v1_api(hashing_module="vllm.utils.hashing", spec_use_mla=False, cached_map_wrapped=True)
 V1_API_0_12 = replace(V1_API_0_11, manager_hash_block_size_arg=True)
 V1_API_0_13 = replace(V1_API_0_12, evict_blocks_method=True)
@@ -216,23 +229,18 @@ V0_API_0_6 = V0Api(sequence_token_inputs=True, reset_prefix_cache=False, group_s
 # environment ran the conformance command against it (conformance/reports/matrix.json).
 # 0.23.0 prepends freed hashless blocks only on the sliding-window manager's paths
 # (V1Policy.sliding_window_frees_hashless_to_front).
-_NO_COORDINATOR = ("its KVCacheManager has no coordinator and one KV-cache group (vllm/v1/core/"
-                   "specialized_manager.py), and allocate_slots(request, num_tokens, new_computed_blocks) "
-                   "takes a block list; the V1 adapter and reference drive the coordinator API that 0.9.2 has")
-
 _BEFORE_BLOCK_POOL = ("its V1 engine (an opt-in alpha before 0.8) has no BlockPool: vllm/v1/core/block_pool.py "
                       "arrives in 0.8.0, where the V1 page manager the machines model begins")
 
 RELEASES: tuple[Release, ...] = (
     # The V0 block manager releases. Before 0.8 there is no V1 BlockPool; 0.8.x's V1 manager has
-    # no coordinator (a harness gap); 0.9.2 hashes in the manager (V1_API_0_9, policy v0.9.2).
+    # no coordinator (V1_API_0_8, policy v0.8.5); 0.9.2 hashes in the manager (V1_API_0_9, v0.9.2).
     Release("0.6.6.post1", "0.6.6.post1", v1_policy=None, v1_api=None, v0_api=V0_API_0_6, kernels=None,
             v0_policy="v0.6.6.post1", no_v1_because=_BEFORE_BLOCK_POOL),
     Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None,
             no_v1_because=_BEFORE_BLOCK_POOL),
-    Release("0.8.5.post1", "0.8.5.post1", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2",
-            kernels=KERNELS_0_8,
-            v1_harness_gap=_NO_COORDINATOR),
+    Release("0.8.5.post1", "0.8.5.post1", v1_policy="v0.8.5", v1_api=V1_API_0_8, v0_api=V0_API,
+            v0_policy="v0.10.2", kernels=KERNELS_0_8, measured=("0.8.5.post1",)),
     Release("0.9.2", "0.9.2", v1_policy="v0.9.2", v1_api=V1_API_0_9, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_9, measured=("0.9.2",)),
     Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API, v0_policy="v0.10.2",

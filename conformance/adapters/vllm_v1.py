@@ -27,6 +27,7 @@ from typing import Any
 from unittest import mock
 
 from conformance.adapters.reference_v1 import LORAS, config_entropy, hex_or_none
+from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
 from conformance.versions import installed_release, installed_v1_policy_name
 
@@ -127,7 +128,8 @@ class VllmV1System:
 
     def _build_manager(self):
         groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config["groups"])]
-        kv_config = self.KVCacheConfig(num_blocks=self.config["num_blocks"], kv_cache_tensors=[], kv_cache_groups=groups)
+        tensors = {"tensors": {}} if self.api.kv_config_tensors_dict else {"kv_cache_tensors": []}
+        kv_config = self.KVCacheConfig(num_blocks=self.config["num_blocks"], kv_cache_groups=groups, **tensors)
         kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.get("enable_caching", True))
         if self.api.manager_hash_block_size_arg:
             kwargs["hash_block_size"] = self.block_size
@@ -141,7 +143,10 @@ class VllmV1System:
             kwargs["watermark"] = self.config.get("watermark", 0.0)
         elif self.config.get("watermark", 0.0):
             raise NotApplicable(f"vLLM {self.version}'s KVCacheManager has no watermark")
-        return self.KVCacheManager(kv_config, **kwargs)
+        manager = self.KVCacheManager(kv_config, **kwargs)
+        if not self.api.manager_has_coordinator:
+            return SingleGroupManager(manager, self.version)
+        return manager
 
     # -- the public API shared with the benchmarks ---------------------------------------------
     def make_request(self, request_id: str, tokens: list[int], salt: str | None = None, lora: str | None = None):
@@ -156,7 +161,13 @@ class VllmV1System:
             lora_request = self.LoRARequest(lora_name=name, lora_int_id=int_id, lora_path=path)
         params = self.SamplingParams(max_tokens=17)
         kwargs: dict[str, Any] = dict(request_id=request_id, prompt_token_ids=tokens, sampling_params=params,
-                                      pooling_params=None, lora_request=lora_request, cache_salt=salt)
+                                      lora_request=lora_request)
+        if self.api.request_pooling_and_salt_args:
+            kwargs.update(pooling_params=None, cache_salt=salt)
+        elif salt is not None:
+            raise NotApplicable(f"vLLM {self.version}'s requests carry no cache salt")
+        else:
+            kwargs["arrival_time"] = 0.0
         if not self.api.manager_hashes_blocks:
             kwargs["block_hasher"] = self.kv_utils.get_request_block_hasher(self.block_size, self.hash_fn)
         if self.api.request_multimodal_args:

@@ -63,7 +63,8 @@ def accepted_layout(groups: list[dict], block_size: int, enable_caching: bool, p
     rules = V1_POLICIES[policy]
     return hybrid_layout_problem(specs, enable_caching, rules.hybrid_groups_any_layout,
                                  rules.hybrid_needs_distinct_specs,
-                                 rules.hybrid_layout_checked_without_caching) is None
+                                 rules.hybrid_layout_checked_without_caching,
+                                 rules.single_kv_cache_group) is None
 
 
 @st.composite
@@ -144,14 +145,18 @@ class V1Machine(LockstepMachine):
         # cache_full_blocks_skips_null), the reference models the hashes but not the later
         # consequences, so delayed caching is drawn with sliding windows only where null
         # blocks are skipped.
-        return self.policy().cache_full_blocks_skips_null or not self.sliding
+        policy = self.policy()
+        return policy.delay_cache_blocks_supported and (policy.cache_full_blocks_skips_null or not self.sliding)
 
     def policy(self):
         """The V1Policy this trace runs under."""
         return V1_POLICIES[self.trace["config"]["policy"]]
 
-    def allocation_extras(self, data) -> dict:
-        extras = {"num_lookahead_tokens": data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead")}
+    def allocation_extras(self, data, req: str) -> dict:
+        lookahead = data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead")
+        if lookahead and self.table_is_full(req):
+            lookahead = 0
+        extras = {"num_lookahead_tokens": lookahead}
         if self.allows_delay():
             extras["delay_cache_blocks"] = data.draw(st.sampled_from([False, False, False, True]), label="delay")
         if self.policy().watermark_supported:
@@ -178,8 +183,23 @@ class V1Machine(LockstepMachine):
         req = f"r{self.next_id}"
         self.next_id += 1
         self.act({"op": "add_request", "req": req, "tokens": tokens,
-                  "salt": data.draw(st.sampled_from([None, None, None, "s1"]), label="salt"),
+                  "salt": data.draw(st.sampled_from([None, None, None, "s1"]), label="salt")
+                  if self.policy().cache_salt_supported else None,
                   "lora": data.draw(st.sampled_from([None, None, None, None, "a", "b"]), label="lora")})
+
+    def table_is_full(self, req: str) -> bool:
+        """Would lookahead slots trip vLLM's own assertion (before 0.9.0)?
+
+        Before 0.9.0 the admission check counts lookahead slots past max_model_len, and the
+        allocation is then clamped to cdiv(max_model_len, block_size) blocks and asserts that it
+        still takes at least one (v0.8.5.post1 kv_cache_manager.py:255-263); a table that already
+        has that many blocks fails the assertion. Lookahead is not drawn for such a table there.
+        """
+        config = self.trace["config"]
+        if self.policy().lookahead_capped_at_admission or self.a is None or req not in self.a.manager.requests:
+            return False
+        most = -(-config["max_model_len"] // config["block_size"])
+        return any(len(table) >= most for table in self.a.manager.block_ids(req))
 
     def lookup_overruns_hashes(self, req: str) -> bool:
         """Would vLLM's own lookup index past the request's hash list (and raise IndexError)?
@@ -230,7 +250,7 @@ class V1Machine(LockstepMachine):
         left = self.remaining(req, hit)
         n = data.draw(st.one_of(st.just(left), st.integers(1, max(1, left)), st.just(0), st.just(left + 1)), label="n")
         self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": use_hit,
-                  **self.allocation_extras(data)})
+                  **self.allocation_extras(data, req)})
 
     @precondition(lambda self: any(r["status"] != "running" for r in self.live().values()))
     @rule(data=st.data())
@@ -245,7 +265,7 @@ class V1Machine(LockstepMachine):
         left = self.remaining(req, out["result"]["num_computed_tokens"])
         n = data.draw(st.one_of(st.just(left), st.integers(0, left)), label="chunk")
         self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": True,
-                  **self.allocation_extras(data)})
+                  **self.allocation_extras(data, req)})
 
     @precondition(lambda self: any(
         s["status"] == "running" and s["num_computed_tokens"] == s["num_tokens"] for s in self.live().values()))
@@ -259,7 +279,7 @@ class V1Machine(LockstepMachine):
         out = self.act({"op": "append_tokens", "req": req, "tokens": tokens})
         if "result" in out:
             self.act({"op": "allocate_slots", "req": req, "num_new_tokens": len(tokens), "use_hit": False,
-                      **self.allocation_extras(data)})
+                      **self.allocation_extras(data, req)})
 
     @precondition(lambda self: any(s["status"] == "running" for s in self.live().values()))
     @rule(data=st.data())
@@ -319,7 +339,7 @@ class V1ReferencePeerLifecycle(V1Machine):
     """Reference against reference, both policies: the machine itself, without vLLM."""
 
     peer = "reference"
-    policies = ("v0.33.0", "v0.10.2", "v0.9.2")
+    policies = ("v0.33.0", "v0.10.2", "v0.9.2", "v0.8.5")
 
 
 class V1ReferencePeerSlidingWindow(V1ReferencePeerLifecycle):

@@ -186,10 +186,70 @@ class V1Policy:
     #   v0.28.0 vllm/v1/core/block_pool.py:719-743 (`block.block_hash is None or not self.enable_caching`)
     caching_off_frees_to_front: bool
 
+    # Whether the manager takes one KV-cache group only. True (before v0.9.1): KVCacheManager
+    # asserts a single group at construction, caching on or off; there is no coordinator.
+    #   v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33; v0.9.0 vllm/v1/core/kv_cache_manager.py:65-67
+    #   v0.9.1 vllm/v1/core/kv_cache_coordinator.py (a coordinator for one or several groups)
+    single_kv_cache_group: bool
+
+    # Whether the pool keys a hash together with its group id. False (before v0.9.1): the key,
+    # and a cached block's hash, is the bare block hash.
+    #   v0.8.5.post1 vllm/v1/core/block_pool.py:51-52; v0.9.0 vllm/v1/core/block_pool.py:58-59
+    #   v0.9.1 vllm/v1/core/block_pool.py:60-61 (BlockHashWithGroupId)
+    pool_key_has_group_id: bool
+
+    # Whether the admission check counts null entries of a hit as blocks to revive. True (before
+    # v0.9.1): every hit block with ref_cnt == 0 counts, the null block included (its count is
+    # 0 unless hits hold it), so a sliding-window hit asks for one more free block per such null.
+    #   v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:226-234
+    #   v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:85-86
+    #   v0.9.1 vllm/v1/core/single_type_kv_cache_manager.py:81 (`and not blk.is_null`)
+    admission_counts_null_blocks: bool
+
+    # Whether a request's blocks are freed tail first when prefix caching is off too. False
+    # (before v0.9.0): with caching off they are freed in table order.
+    #   v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:305-310
+    #   v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:168 (always reversed)
+    free_reversed_without_caching: bool
+
+    # Whether lookahead slots past max_model_len are capped before the admission check. False
+    # (before v0.9.0): the check asks for cdiv(computed + new + lookahead, block_size) blocks,
+    # uncapped, and only the allocation itself is clamped to cdiv(max_model_len, block_size).
+    #   v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:218-234, 255-263
+    #   v0.9.0 vllm/v1/core/kv_cache_manager.py:237-239 (min(..., self.max_model_len))
+    lookahead_capped_at_admission: bool
+
+    # Whether allocate_slots takes delay_cache_blocks (P/D: allocate now, cache later).
+    #   v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:164-170 (no such argument)
+    #   v0.9.0 vllm/v1/core/kv_cache_manager.py:179
+    delay_cache_blocks_supported: bool
+
+    # Whether a request can carry a cache salt (mixed into its first block's hash).
+    #   v0.8.5.post1 vllm/v1/core/kv_cache_utils.py:276-278, 380-384 (LoRA and multimodal keys only)
+    #   v0.9.0 vllm/v1/core/kv_cache_utils.py:386-389
+    cache_salt_supported: bool
+
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:
             raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")
 
+
+# The fields that tell releases before 0.10.2 (or 0.27.x) apart, as every other policy has them.
+_AS_FROM_0_10_2 = dict(
+    hybrid_layout_checked_without_caching=False,
+    hashes_on_request=True,
+    int_block_hashes=False,
+    none_hash_at_import=False,
+    usage_excludes_null_block=True,
+    caching_off_frees_to_front=True,
+    single_kv_cache_group=False,
+    pool_key_has_group_id=True,
+    admission_counts_null_blocks=False,
+    free_reversed_without_caching=True,
+    lookahead_capped_at_admission=True,
+    delay_cache_blocks_supported=True,
+    cache_salt_supported=True,
+)
 
 V1_V0_33_0 = V1Policy(
     name="v0.33.0",
@@ -206,12 +266,7 @@ V1_V0_33_0 = V1Policy(
     cache_full_blocks_skips_null=True,
     hybrid_groups_any_layout=True,
     hybrid_needs_distinct_specs=False,
-    hybrid_layout_checked_without_caching=False,
-    hashes_on_request=True,
-    int_block_hashes=False,
-    none_hash_at_import=False,
-    usage_excludes_null_block=True,
-    caching_off_frees_to_front=True,
+    **_AS_FROM_0_10_2,
 )
 
 V1_V0_10_2 = V1Policy(
@@ -229,12 +284,7 @@ V1_V0_10_2 = V1Policy(
     cache_full_blocks_skips_null=False,
     hybrid_groups_any_layout=False,
     hybrid_needs_distinct_specs=False,
-    hybrid_layout_checked_without_caching=False,
-    hashes_on_request=True,
-    int_block_hashes=False,
-    none_hash_at_import=False,
-    usage_excludes_null_block=True,
-    caching_off_frees_to_front=True,
+    **_AS_FROM_0_10_2,
 )
 
 # vLLM 0.9.2: v0.10.2's choices on everything the two share, with the pre-0.10 hashing (int
@@ -244,6 +294,14 @@ V1_V0_10_2 = V1Policy(
 V1_V0_9_2 = replace(V1_V0_10_2, name="v0.9.2", hybrid_layout_checked_without_caching=True,
                     hashes_on_request=False, int_block_hashes=True, none_hash_at_import=True,
                     usage_excludes_null_block=False)
+
+# vLLM 0.8.5 and 0.8.5.post1: v0.9.2's choices and, from before the coordinator, one KV-cache
+# group keyed without a group id, null hit entries counted at admission, tables freed in order
+# with caching off, lookahead uncapped at admission, no delayed caching and no cache salt.
+V1_V0_8_5 = replace(V1_V0_9_2, name="v0.8.5", single_kv_cache_group=True, pool_key_has_group_id=False,
+                    admission_counts_null_blocks=True, free_reversed_without_caching=False,
+                    lookahead_capped_at_admission=False, delay_cache_blocks_supported=False,
+                    cache_salt_supported=False)
 
 # vLLM 0.14.1 .. 0.22.1 (measured at v0.20.2): v0.10.2's choices except these.
 #   evict_blocks_supported: BlockPool.evict_blocks exists from v0.13.0
@@ -280,12 +338,7 @@ V1_V0_20_2 = V1Policy(
     cache_full_blocks_skips_null=True,
     hybrid_groups_any_layout=True,
     hybrid_needs_distinct_specs=True,
-    hybrid_layout_checked_without_caching=False,
-    hashes_on_request=True,
-    int_block_hashes=False,
-    none_hash_at_import=False,
-    usage_excludes_null_block=True,
-    caching_off_frees_to_front=True,
+    **_AS_FROM_0_10_2,
 )
 
 # The releases between the pins, each the nearest measured policy with the fields that the
@@ -316,7 +369,7 @@ V1_V0_31_0 = replace(V1_V0_29_0, name="v0.31.0", tagged_extra_keys=True, lora_ex
 V1_V0_32_0 = replace(V1_V0_31_0, name="v0.32.0")
 
 V1_POLICIES: dict[str, V1Policy] = {p.name: p for p in (
-    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_27_1, V1_V0_24_0, V1_V0_23_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2, V1_V0_9_2)}
+    V1_V0_33_0, V1_V0_32_0, V1_V0_31_0, V1_V0_29_0, V1_V0_27_1, V1_V0_24_0, V1_V0_23_0, V1_V0_20_2, V1_V0_13_0, V1_V0_12_0, V1_V0_10_2, V1_V0_9_2, V1_V0_8_5)}
 
 
 @dataclass(frozen=True)
@@ -339,6 +392,65 @@ class FieldChange:
 
 
 V1_FIELD_HISTORY: tuple[FieldChange, ...] = (
+    FieldChange(
+        "single_kv_cache_group", "0.9.1", False,
+        "a KV-cache coordinator lets one manager serve several KV-cache groups (full attention "
+        "beside sliding windows); before, the manager asserted exactly one group.",
+        "hybrid models (sliding-window layers interleaved with full attention) need one page table "
+        "per kind of layer, all fed from one block pool.",
+        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py; before: "
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:65-67, "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.factory",)),
+    FieldChange(
+        "pool_key_has_group_id", "0.9.1", True,
+        "the prefix-cache map keys a hash together with its KV-cache group id.",
+        "with several groups sharing one pool, the same prefix is cached once per group, in "
+        "different blocks; the key must tell them apart.",
+        "v0.9.1 vllm/v1/core/block_pool.py:60-61; before: v0.9.0 vllm/v1/core/block_pool.py:58-59",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.group_id_packing",)),
+    FieldChange(
+        "admission_counts_null_blocks", "0.9.1", False,
+        "the admission check no longer counts null entries of a hit as blocks it must take from "
+        "the free queue.",
+        "the null block is never in the free queue, so counting it refused allocations the pool "
+        "could serve.",
+        "v0.9.1 vllm/v1/core/single_type_kv_cache_manager.py:81; before: "
+        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:85-86",
+        ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.base.get_num_blocks_to_allocate",)),
+    FieldChange(
+        "free_reversed_without_caching", "0.9.0", True,
+        "a request's blocks are freed tail first with prefix caching off too (before, in table "
+        "order when caching was off).",
+        "one free path for both settings; the order matters for eviction only with caching on.",
+        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:168; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:305-310",
+        ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.base.free",)),
+    FieldChange(
+        "lookahead_capped_at_admission", "0.9.0", True,
+        "the slots asked for (computed + new + lookahead tokens) are capped at max_model_len before "
+        "the admission check, not only when the blocks are taken.",
+        "speculative slots past the model's length are never used; counting them refused "
+        "allocations near the end of a request.",
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:237-239; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:218-234",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots",)),
+    FieldChange(
+        "delay_cache_blocks_supported", "0.9.0", True,
+        "allocate_slots takes delay_cache_blocks: blocks are allocated now and cached when their "
+        "KV arrives.",
+        "with disaggregated prefill a request's KV is received from another instance; its blocks "
+        "must not be offered as prefix hits before the transfer completes.",
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:179; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:164-170",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots",)),
+    FieldChange(
+        "cache_salt_supported", "0.9.0", True,
+        "a request may carry a cache salt, mixed into the extra keys of its first block.",
+        "tenants sharing a server must not learn from prefix hits which prompts others sent.",
+        "v0.9.0 vllm/v1/core/kv_cache_utils.py:386-389; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_utils.py:276-278",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.generate_block_hash_extra_keys",)),
     FieldChange(
         "caching_off_frees_to_front", "0.27.0", False,
         "with prefix caching off, free_blocks appends every freed block to the tail of the free "
@@ -593,6 +705,6 @@ def v1_policy_for_version(version: str) -> V1Policy:
 
 
 __all__ = ["V1Policy", "V1_V0_33_0", "V1_V0_32_0", "V1_V0_31_0", "V1_V0_29_0", "V1_V0_24_0", "V1_V0_23_0", "V1_V0_20_2", "V1_V0_13_0",
-           "V1_V0_12_0", "V1_V0_10_2", "V1_V0_9_2", "V1_V0_27_1", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
+           "V1_V0_12_0", "V1_V0_10_2", "V1_V0_9_2", "V1_V0_8_5", "V1_V0_27_1", "V1_POLICIES", "v1_policy_for_version", "FieldChange",
            "V1_FIELD_HISTORY", "LORA_EXTRA_KEYS", "V0Policy", "V0_V0_10_2", "V0_V0_6_6_POST1",
            "V0_POLICIES", "V0_FIELD_HISTORY"]

@@ -19,7 +19,7 @@ import pytest
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
-from reference.blocks.policies import V1_V0_9_2, V1_V0_10_2, V1_V0_27_1, V1_V0_20_2, V1_V0_23_0, V1_V0_33_0, V1Policy
+from reference.blocks.policies import V1_V0_8_5, V1_V0_9_2, V1_V0_10_2, V1_V0_27_1, V1_V0_20_2, V1_V0_23_0, V1_V0_33_0, V1Policy
 from tests.conformance.pinned import unavailable
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v1").glob("*.json"))
@@ -158,6 +158,17 @@ FIELD_SCENARIOS = {
     "hashes_on_request": (cfg(), PREEMPTED_APPEND),
     "int_block_hashes": (cfg(), [add("a", [1, 2, 3])]),
     "usage_excludes_null_block": (cfg(), []),
+    "single_kv_cache_group": (cfg(groups=[{"kind": "full"}] + SW), [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "pool_key_has_group_id": (cfg(), [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "admission_counts_null_blocks": (cfg(groups=SW, num_blocks=5), [
+        add("a", [1, 2, 3, 4, 5, 6]), alloc("a", 6),
+        add("b", [1, 2, 3, 4, 5, 6]), {"op": "get_computed_blocks", "req": "b"}, alloc("b", 2, True)]),
+    "free_reversed_without_caching": (cfg(enable_caching=False), [
+        add("a", [1, 2, 3, 4]), alloc("a", 4), {"op": "free", "req": "a"}]),
+    "lookahead_capped_at_admission": (cfg(max_model_len=6, num_blocks=4), [
+        add("a", [1, 2, 3, 4, 5, 6]), {**alloc("a", 6), "num_lookahead_tokens": 1}]),
+    "delay_cache_blocks_supported": (cfg(), [add("a", [1, 2, 3]), {**alloc("a", 3), "delay_cache_blocks": True}]),
+    "cache_salt_supported": (cfg(), [add("a", [1, 2, 3], salt="s")]),
     "caching_off_frees_to_front": (cfg(enable_caching=False), [
         add("a", [1, 2, 3]), alloc("a", 3), add("b", [4, 5, 6]), alloc("b", 3), {"op": "free", "req": "a"}]),
     "none_hash_at_import": (cfg(hash_fn="builtin"), [add("a", [1, 2, 3]), {"op": "get_computed_blocks", "req": "a"}]),
@@ -178,15 +189,22 @@ def test_policy_field_changes_an_observable_outcome(field):
     base = {"hit_touches_skipped_nulls": V1_V0_20_2,
             "sliding_window_frees_hashless_to_front": V1_V0_23_0,
             "hybrid_layout_checked_without_caching": V1_V0_10_2,  # needs the restricted layouts
-            "none_hash_at_import": V1_V0_9_2}.get(field, V1_V0_33_0)  # needs int hashes
+            "none_hash_at_import": V1_V0_9_2,  # needs int hashes
+            "admission_counts_null_blocks": V1_V0_9_2,  # needs a counted null block
+            "free_reversed_without_caching": V1_V0_10_2}.get(field, V1_V0_33_0)  # appends at the tail
     # A field that v0.10.2 shares with v0.33.0 flips to the value of the release that differs.
     flip_to = {"hybrid_needs_distinct_specs": V1_V0_20_2, "hybrid_layout_checked_without_caching": V1_V0_9_2,
                "hashes_on_request": V1_V0_9_2, "int_block_hashes": V1_V0_9_2,
-               "usage_excludes_null_block": V1_V0_9_2, "caching_off_frees_to_front": V1_V0_27_1}.get(field, V1_V0_10_2)
+               "usage_excludes_null_block": V1_V0_9_2, "caching_off_frees_to_front": V1_V0_27_1,
+               **{f: V1_V0_8_5 for f in ("single_kv_cache_group", "pool_key_has_group_id",
+                                        "admission_counts_null_blocks", "free_reversed_without_caching",
+                                        "lookahead_capped_at_admission", "delay_cache_blocks_supported",
+                                        "cache_salt_supported")}}.get(field, V1_V0_10_2)
     flipped = dataclasses.replace(base, **{field: getattr(flip_to, field)})
     refused_at_construction = {"watermark_supported": "watermark",  # v0.10.2 has no watermark
                                "hybrid_groups_any_layout": "refuses these groups",  # nor [sw, full, sw]
                                "hybrid_layout_checked_without_caching": "refuses these groups",  # 0.9.2
+                               "single_kv_cache_group": "one KV-cache group only",  # 0.8.5
                                "hybrid_needs_distinct_specs": "refuses these groups"}  # 0.14-0.28: [sw, sw]
     if field in refused_at_construction:
         with pytest.raises(Exception, match=refused_at_construction[field]):

@@ -37,5 +37,7 @@ class KVBlock:
     def __repr__(self) -> str:
         tag = " null" if self.is_null else ""
         key = self.block_hash
-        digest = None if key is None else key.hex()[:8] if isinstance(key, bytes) else f"{key[0][0]:x}"[:8]
+        while isinstance(key, tuple):  # an int hash (with its group id) before vLLM 0.10.2
+            key = key[0]
+        digest = None if key is None else key.hex()[:8] if isinstance(key, bytes) else f"{key:x}"[:8]
         return f"KVBlock({self.block_id}{tag}, ref={self.ref_cnt}, hash={digest})"

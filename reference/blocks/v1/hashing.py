@@ -183,8 +183,15 @@ def split_group_key(key: bytes) -> tuple[bytes, int]:
     return key[:-4], int.from_bytes(key[-4:], "big", signed=False)
 
 
+def bare_key(block_hash: Any, group_id: int) -> Any:
+    """The pool key before vLLM 0.9.1 (one group, no group id): the block hash itself."""
+    return block_hash
+
+
 def group_key_function(policy: V1Policy) -> Callable[[Any, int], Any]:
     """How the release of ``policy`` keys a block hash with its group id in the pool."""
+    if not policy.pool_key_has_group_id:
+        return bare_key
     return IntBlockHashWithGroup if policy.int_block_hashes else with_group_id
 
 

@@ -87,7 +87,8 @@ class KVCacheManager:
             raise InvalidArgument(f"watermark {watermark!r} is not available under policy {policy.name}")
         layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout,
                                        policy.hybrid_needs_distinct_specs,
-                                       policy.hybrid_layout_checked_without_caching)
+                                       policy.hybrid_layout_checked_without_caching,
+                                       policy.single_kv_cache_group)
         if layout:
             raise InvalidArgument(f"vLLM {policy.name} refuses these groups: {layout}")
         self.policy = policy
@@ -117,6 +118,8 @@ class KVCacheManager:
         if not isinstance(request_id, str) or request_id in self.requests:
             raise InvalidArgument(f"request id {request_id!r} is not a new string id")
         tokens = self._check_tokens(prompt_token_ids, 0)
+        if cache_salt is not None and not self.policy.cache_salt_supported:
+            raise InvalidArgument(f"vLLM {self.policy.name} requests carry no cache salt")
         state = RequestState(request_id, tokens, len(tokens), cache_salt, lora)
         if self.policy.hashes_on_request:
             state.block_hashes = self.hasher.new_hashes([], tokens, cache_salt, lora)
@@ -178,7 +181,8 @@ class KVCacheManager:
         having released the request's out-of-window pages, which happens either way).
         """
         state = self._request(request_id)
-        self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens)
+        self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens,
+                               delay_cache_blocks)
         self._stamp += 1
         hit = new_computed_blocks.blocks if new_computed_blocks else self._no_hit
         num_local_computed = state.num_computed_tokens + num_new_computed_tokens
@@ -192,9 +196,13 @@ class KVCacheManager:
         # adopted, and then the table is still empty.)
         for group in self.groups:
             group.remove_skipped_blocks(request_id, total_computed)
+        # Before 0.9.0 the admission check counts lookahead slots past max_model_len too
+        # (lookahead_capped_at_admission); the blocks taken are capped either way.
+        asked = num_slots if self.policy.lookahead_capped_at_admission else \
+            total_computed + num_new_tokens + num_lookahead_tokens
         needed = 0
         for group, group_hit in zip(self.groups, hit):
-            needed += group.num_blocks_to_allocate(request_id, num_slots, group_hit, num_local_computed)
+            needed += group.num_blocks_to_allocate(request_id, asked, group_hit, num_local_computed)
         if needed + watermark_blocks > self.pool.num_free_blocks:
             return None
         if any(hit):
@@ -295,6 +303,7 @@ class KVCacheManager:
         num_new_computed_tokens: int,
         hit: ComputedBlocks | None,
         num_lookahead_tokens: int,
+        delay_cache_blocks: bool = False,
     ) -> None:
         for name, value in (
             ("num_new_tokens", num_new_tokens),
@@ -315,6 +324,8 @@ class KVCacheManager:
                 )
             if any(hit.blocks) and any(group.blocks(state.request_id) for group in self.groups):
                 raise InvalidArgument(f"request {state.request_id!r} already holds blocks; it cannot adopt a hit")
+        if delay_cache_blocks and not self.policy.delay_cache_blocks_supported:
+            raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no delay_cache_blocks")
         if num_new_tokens == 0 and not (self.policy.zero_token_hit_adoption and num_new_computed_tokens > 0):
             raise InvalidArgument("num_new_tokens must be positive (unless adopting a hit under v0.33.0)")
         end = state.num_computed_tokens + num_new_computed_tokens + num_new_tokens

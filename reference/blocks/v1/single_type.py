@@ -161,6 +161,8 @@ class GroupManager:
         skipped_blocks = self.num_skipped_tokens(num_computed_tokens) // self.block_size
         new_blocks = max(required - max(skipped_blocks, len(new_computed) + held), 0)
         first_adopted = max(0, skipped_blocks - held)
+        if self.pool.policy.admission_counts_null_blocks:  # before 0.9.1: every hit entry, nulls too
+            return new_blocks + sum(b.ref_cnt == 0 for b in new_computed)
         revived = sum(b.ref_cnt == 0 and not b.is_null for b in new_computed[first_adopted:])
         return new_blocks + revived
 
@@ -200,7 +202,9 @@ class GroupManager:
         self.num_cached_block[request_id] = num_full
 
     def free(self, request_id: str) -> None:
-        """Drop the request's table, freeing its blocks tail first (so tails are evicted first)."""
+        """Drop the request's table, freeing its blocks tail first (so tails are evicted first;
+        before vLLM 0.9.0, in table order when caching is off: ``free_reversed_without_caching``)."""
         table = self.req_to_blocks.pop(request_id, [])
         self.num_cached_block.pop(request_id, None)
-        self.pool.free_blocks(reversed(table), self._hashless_to_front())
+        in_order = not self.enable_caching and not self.pool.policy.free_reversed_without_caching
+        self.pool.free_blocks(table if in_order else reversed(table), self._hashless_to_front())

@@ -45,16 +45,19 @@ GroupSpec = FullAttention | SlidingWindow
 
 def hybrid_layout_problem(groups, enable_caching: bool, any_layout: bool,
                           needs_distinct_specs: bool = False,
-                          checked_without_caching: bool = False) -> str | None:
+                          checked_without_caching: bool = False, single_group: bool = False) -> str | None:
     """Why a release's hybrid coordinator refuses this list of groups, or None when it accepts it.
 
     Only several groups are checked, and only with prefix caching on (one group, or caching off,
     uses a coordinator without the check) unless the release checks them either way
-    (``V1Policy.hybrid_layout_checked_without_caching``). A restricted coordinator (``V1Policy.hybrid_groups_any_layout``
+    (``V1Policy.hybrid_layout_checked_without_caching``). A manager without a coordinator
+    (``V1Policy.single_kv_cache_group``) refuses several groups outright. A restricted coordinator (``V1Policy.hybrid_groups_any_layout``
     false) needs exactly one kind of full-attention group and one other kind, and the
     full-attention group ids all before or all after the others. An unrestricted one may still
     need at least two distinct specs (``V1Policy.hybrid_needs_distinct_specs``).
     """
+    if single_group and len(groups) > 1:
+        return "the manager takes one KV-cache group only (no coordinator)"
     if (not enable_caching and not checked_without_caching) or len(groups) < 2:
         return None
     if any_layout:
