@@ -47,10 +47,14 @@ def long_prompt(unit: list[int], length: int) -> list[int]:
 @st.composite
 def long_v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dict:
     block_size = draw(st.sampled_from([16, 32]))
+    enable_caching = draw(st.sampled_from([True, True, False]))
     full = {"kind": "full"}
     if sliding:
         sw = {"kind": "sliding", "window": 512 + draw(st.integers(0, block_size - 1))}
-        groups = draw(st.sampled_from([[sw], [full, sw], [sw, full]]))
+        # The layouts the release's manager accepts (before 0.9.1: one group only).
+        layouts = [g for g in ([sw], [full, sw], [sw, full])
+                   if v1.accepted_layout(g, block_size, enable_caching, policy)]
+        groups = draw(st.sampled_from(layouts))
     else:
         groups = [full]
     one_request = -(-MAX_MODEL_LEN // block_size) + 1
@@ -61,7 +65,7 @@ def long_v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -
         "num_blocks": 1 + per_group * len(groups),
         "groups": groups,
         "max_model_len": MAX_MODEL_LEN,
-        "enable_caching": draw(st.sampled_from([True, True, False])),
+        "enable_caching": enable_caching,
         "hash_fn": draw(st.sampled_from(hash_function_names(V1_POLICIES[policy]))),
         "pythonhashseed": None,
         "entropy": "5e" * 32,
@@ -94,7 +98,7 @@ class V1LongContextPeer(V1LongContextMachine):
     """Reference against reference at real sizes (the machine itself, without vLLM)."""
 
     peer = "reference"
-    policies = ("v0.33.0", "v0.10.2")
+    policies = ("v0.33.0", "v0.10.2", "v0.9.2", "v0.8.5")
 
 
 # -- V0 -----------------------------------------------------------------------------------------
