@@ -105,12 +105,27 @@ def test_a_property_that_kills_the_process_is_isolated(vm, tmp_path):
     fake.write_text(FAKE_CONFORMANCE)
     fake.chmod(0o755)
     out = tmp_path / "report.json"
-    command = [str(fake), "-m", "conformance", "run", "--examples", "200", "--json", str(out)]
+    options = [str(fake), "-m", "conformance", "run", "--examples", "200", "--json", str(out)]
     import os
-    report = vm.run_isolated(str(fake), dict(os.environ), command, out, -11)
+    report = vm.run_isolated(str(fake), dict(os.environ), options, [], out)
     by_name = {p["name"]: p for p in report["properties"]}
     assert by_name["a.fine"]["status"] == by_name["c.fine"]["status"] == "passed"
     crashed = by_name["b.crash"]
     assert crashed["status"] == "failed" and crashed["failure"] == "harness_error"
     assert "signal 11" in crashed["detail"]
     assert report["summary"] == {"passed": 2, "failed": 1, "not_applicable": 0}
+
+
+def test_isolation_runs_only_the_properties_asked_for(vm, tmp_path):
+    """Catches: the per-property rerun after a crash guessing the property names from the command
+    line (any option value with a dot in it, such as a path, would pass for a property name) or
+    running properties that --only left out."""
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_CONFORMANCE)
+    fake.chmod(0o755)
+    out = tmp_path / "report.json"
+    options = [str(fake), "-m", "conformance", "run", "--examples", "200", "--json", str(out)]
+    import os
+    report = vm.run_isolated(str(fake), dict(os.environ), options, ["c.fine", "b.crash"], out)
+    assert [p["name"] for p in report["properties"]] == ["c.fine", "b.crash"]
+    assert report["summary"] == {"passed": 1, "failed": 1, "not_applicable": 0}
