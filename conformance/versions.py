@@ -229,31 +229,45 @@ V0_API_0_6 = V0Api(sequence_token_inputs=True, reset_prefix_cache=False, group_s
 # environment ran the conformance command against it (conformance/reports/matrix.json).
 # 0.23.0 prepends freed hashless blocks only on the sliding-window manager's paths
 # (V1Policy.sliding_window_frees_hashless_to_front).
+# Earlier patches of a series share its row where their V1 core, request, KV-cache interface,
+# Triton kernels and V0 block manager are byte-identical to the series' latest, or differ only
+# where the harness never goes (0.6.5: a docstring; 0.7.2: Sequence.__repr__/items; 0.14.0: the
+# encoder cache; 0.17.0: no take_new_block_ids; 0.19.0: an EAGLE-only path), found by diffing
+# every patch's sdist or wheel against its series' latest. Left out, and so "outside the release
+# table": 0.15.0 (the hybrid coordinator's hit search iterates to a fixed point, 0.15.1 makes one
+# pass) and 0.20.0, 0.20.1 (a sliding-window group's per-request block cap is applied inside
+# allocate_slots, where 0.20.2 applies it only in can_fit_full_sequence), neither measured yet;
+# and every other earlier patch, whose sources differ in a way the harness would see.
 _BEFORE_BLOCK_POOL = ("its V1 engine (an opt-in alpha before 0.8) has no BlockPool: vllm/v1/core/block_pool.py "
                       "arrives in 0.8.0, where the V1 page manager the machines model begins")
 
 RELEASES: tuple[Release, ...] = (
     # The V0 block manager releases. Before 0.8 there is no V1 BlockPool; 0.8.x's V1 manager has
     # no coordinator (V1_API_0_8, policy v0.8.5); 0.9.2 hashes in the manager (V1_API_0_9, v0.9.2).
-    Release("0.6.6.post1", "0.6.6.post1", v1_policy=None, v1_api=None, v0_api=V0_API_0_6, kernels=None,
+    Release("0.6.5", "0.6.6.post1", v1_policy=None, v1_api=None, v0_api=V0_API_0_6, kernels=None,
             v0_policy="v0.6.6.post1", no_v1_because=_BEFORE_BLOCK_POOL),
-    Release("0.7.3", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None,
+    Release("0.7.2", "0.7.3", v1_policy=None, v1_api=None, v0_api=V0_API, v0_policy="v0.10.2", kernels=None,
             no_v1_because=_BEFORE_BLOCK_POOL),
-    Release("0.8.5.post1", "0.8.5.post1", v1_policy="v0.8.5", v1_api=V1_API_0_8, v0_api=V0_API,
+    Release("0.8.5", "0.8.5.post1", v1_policy="v0.8.5", v1_api=V1_API_0_8, v0_api=V0_API,
             v0_policy="v0.10.2", kernels=KERNELS_0_8, measured=("0.8.5.post1",)),
     Release("0.9.2", "0.9.2", v1_policy="v0.9.2", v1_api=V1_API_0_9, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_9, measured=("0.9.2",)),
     Release("0.10.2", "0.10.2", v1_policy="v0.10.2", v1_api=V1_API_0_10, v0_api=V0_API, v0_policy="v0.10.2",
             kernels=KERNELS_0_10, measured=("0.10.2",)),
-    Release("0.11.2", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
+    Release("0.11.1", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
     Release("0.12.0", "0.12.0", v1_policy="v0.12.0", v1_api=V1_API_0_12, v0_api=None, kernels=KERNELS_0_11),
     Release("0.13.0", "0.13.0", v1_policy="v0.13.0", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_13),
-    Release("0.14.1", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14),
-    Release("0.17.1", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
-            measured=("0.20.2",)),
+    Release("0.14.0", "0.14.1", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14,
+            measured=("0.14.1",)),
+    Release("0.15.1", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14,
+            measured=("0.15.1", "0.16.0")),
+    Release("0.17.0", "0.19.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
+            measured=("0.17.1", "0.18.1", "0.19.1")),
+    Release("0.20.2", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
+            measured=("0.20.2", "0.21.0", "0.22.1")),
     Release("0.23.0", "0.23.0", v1_policy="v0.23.0", v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
     Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
-    Release("0.25.1", "0.26.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
+    Release("0.25.0", "0.26.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
             measured=("0.25.1", "0.26.0")),
     Release("0.27.0", "0.27.1", v1_policy="v0.27.1", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,
             measured=("0.27.1",)),

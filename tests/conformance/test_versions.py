@@ -42,9 +42,13 @@ def test_absent_vllm_is_none_and_not_applicable(monkeypatch):
 
 
 def test_release_outside_the_table_is_not_applicable_with_the_ranges(monkeypatch):
-    """Catches: an unknown release silently given the nearest release's API."""
-    fake_installed(monkeypatch, "0.6.5")
-    with pytest.raises(NotApplicable, match=r"0\.6\.5 is outside the release table"):
+    """Catches: an unknown release silently given the nearest release's API (0.20.1 lies between
+    two rows whose policy was measured at 0.20.2, but its sliding-window cap differs)."""
+    fake_installed(monkeypatch, "0.20.1")
+    with pytest.raises(NotApplicable, match=r"0\.20\.1 is outside the release table"):
+        versions.installed_release()
+    fake_installed(monkeypatch, "0.6.3.post1")
+    with pytest.raises(NotApplicable, match=r"0\.6\.3\.post1 is outside the release table"):
         versions.installed_release()
 
 
