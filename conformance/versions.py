@@ -233,11 +233,18 @@ V0_API_0_6 = V0Api(sequence_token_inputs=True, reset_prefix_cache=False, group_s
 # Triton kernels and V0 block manager are byte-identical to the series' latest, or differ only
 # where the harness never goes (0.6.5: a docstring; 0.7.2: Sequence.__repr__/items; 0.14.0: the
 # encoder cache; 0.17.0: no take_new_block_ids; 0.19.0: an EAGLE-only path), found by diffing
-# every patch's sdist or wheel against its series' latest. Left out, and so "outside the release
-# table": 0.15.0 (the hybrid coordinator's hit search iterates to a fixed point, 0.15.1 makes one
-# pass) and 0.20.0, 0.20.1 (a sliding-window group's per-request block cap is applied inside
-# allocate_slots, where 0.20.2 applies it only in can_fit_full_sequence), neither measured yet;
-# and every other earlier patch, whose sources differ in a way the harness would see.
+# every patch's sdist or wheel against its series' latest. Two more differ where the harness
+# goes and were measured to agree. 0.15.0: the hybrid coordinator's hit search iterates to a
+# fixed point where 0.15.1 makes one pass. 0.20.1 (and 0.20.0, whose V1 core differs from
+# 0.20.1's only in start-up pool sizing, and its Request in a structured-output argument): a
+# sliding-window group's per-request block cap is applied inside allocate_slots, where 0.20.2
+# applies it only in can_fit_full_sequence; the cap, cdiv(min(window - 1 +
+# max_num_batched_tokens, max_model_len), block_size) + 1, never binds for a manager built with
+# the default max_num_batched_tokens = max_model_len, as the adapter builds it
+# (v0.20.1 vllm/v1/kv_cache_interface.py:421-441, vllm/v1/core/kv_cache_manager.py:125-126).
+# Every other earlier patch is outside the table: its sources differ in a way the harness would
+# see.
+
 _BEFORE_BLOCK_POOL = ("its V1 engine (an opt-in alpha before 0.8) has no BlockPool: vllm/v1/core/block_pool.py "
                       "arrives in 0.8.0, where the V1 page manager the machines model begins")
 
@@ -257,14 +264,10 @@ RELEASES: tuple[Release, ...] = (
     Release("0.11.1", "0.11.2", v1_policy="v0.12.0", v1_api=V1_API_0_11, v0_api=None, kernels=KERNELS_0_11),
     Release("0.12.0", "0.12.0", v1_policy="v0.12.0", v1_api=V1_API_0_12, v0_api=None, kernels=KERNELS_0_11),
     Release("0.13.0", "0.13.0", v1_policy="v0.13.0", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_13),
-    Release("0.14.0", "0.14.1", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14,
-            measured=("0.14.1",)),
-    Release("0.15.1", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14,
-            measured=("0.15.1", "0.16.0")),
-    Release("0.17.0", "0.19.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
-            measured=("0.17.1", "0.18.1", "0.19.1")),
-    Release("0.20.2", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
-            measured=("0.20.2", "0.21.0", "0.22.1")),
+    Release("0.14.0", "0.16.0", v1_policy="v0.20.2", v1_api=V1_API_0_13, v0_api=None, kernels=KERNELS_0_14,
+            measured=("0.14.1", "0.15.0", "0.15.1", "0.16.0")),
+    Release("0.17.0", "0.22.1", v1_policy="v0.20.2", v1_api=V1_API_0_17, v0_api=None, kernels=KERNELS_0_14,
+            measured=("0.17.1", "0.18.1", "0.19.1", "0.20.1", "0.20.2", "0.21.0", "0.22.1")),
     Release("0.23.0", "0.23.0", v1_policy="v0.23.0", v1_api=V1_API_0_23, v0_api=None, kernels=KERNELS_0_14),
     Release("0.24.0", "0.24.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_14),
     Release("0.25.0", "0.26.0", v1_policy="v0.24.0", v1_api=V1_API_0_24, v0_api=None, kernels=KERNELS_0_25,

@@ -42,10 +42,10 @@ def test_absent_vllm_is_none_and_not_applicable(monkeypatch):
 
 
 def test_release_outside_the_table_is_not_applicable_with_the_ranges(monkeypatch):
-    """Catches: an unknown release silently given the nearest release's API (0.20.1 lies between
-    two rows whose policy was measured at 0.20.2, but its sliding-window cap differs)."""
-    fake_installed(monkeypatch, "0.20.1")
-    with pytest.raises(NotApplicable, match=r"0\.20\.1 is outside the release table"):
+    """Catches: an unknown release silently given the nearest release's API (0.10.1 lies between
+    the 0.9.2 and 0.10.2 rows and matches neither: its requests hash themselves, into int hashes)."""
+    fake_installed(monkeypatch, "0.10.1")
+    with pytest.raises(NotApplicable, match=r"0\.10\.1 is outside the release table"):
         versions.installed_release()
     fake_installed(monkeypatch, "0.6.3.post1")
     with pytest.raises(NotApplicable, match=r"0\.6\.3\.post1 is outside the release table"):
