@@ -176,8 +176,7 @@ def _books(tables: dict, free_queue: list[int], num_free: int, blocks: Sequence[
         "num_free_blocks": num_free,
         "free_queue": free_queue,
         "ref_cnts": [b.ref_cnt for b in blocks],
-        "hashes": {b.block_id: hash_text(b.block_hash if isinstance(b.block_hash, tuple) else bytes(b.block_hash))
-                   for b in blocks if b.block_hash is not None},
+        "hashes": {b.block_id: hash_text(b.block_hash) for b in blocks if b.block_hash is not None},
     }
 
 

@@ -69,12 +69,6 @@ def lora_identity(name: str | None) -> LoRAIdentity | None:
     return LoRAIdentity(*LORAS[name])
 
 
-def hex_or_none(value) -> str | None:
-    """A block hash, pool key or NONE_HASH as snapshot text (hex digests; before vLLM 0.10.2
-    the tuple it is, see :func:`reference.blocks.v1.hashing.hash_text`)."""
-    return hash_text(value)
-
-
 class ReferenceV1System:
     """The reference KVCacheManager, driven by lockstep ops."""
 
@@ -173,7 +167,7 @@ class ReferenceV1System:
             "free_queue": pool.free_queue.block_ids(),
             "num_free_blocks": pool.num_free_blocks,
             "usage": round(pool.usage, 9),
-            "blocks": [[b.ref_cnt, hex_or_none(b.block_hash)] for b in pool.blocks],
+            "blocks": [[b.ref_cnt, hash_text(b.block_hash)] for b in pool.blocks],
             "cached": sorted([hash_text(key), list(holders)] for key, holders in pool.cached.items()),
             "requests": requests,
         }

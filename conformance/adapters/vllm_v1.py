@@ -26,10 +26,11 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from conformance.adapters.reference_v1 import LORAS, config_entropy, hex_or_none
+from conformance.adapters.reference_v1 import LORAS, config_entropy
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
 from conformance.versions import installed_release, installed_v1_policy_name
+from reference.blocks.v1.hashing import hash_text
 
 
 @contextmanager
@@ -308,11 +309,6 @@ class VllmV1System:
         self.manager.evict_blocks(set(ids))
 
     # -- observation --------------------------------------------------------------------------
-    @staticmethod
-    def _key(key):
-        """A pool key as the reference spells it: bytes, or the (BlockHash, group id) tuple."""
-        return None if key is None else key if isinstance(key, tuple) else bytes(key)
-
     def _cached_entries(self) -> list[list]:
         table = self.manager.block_pool.cached_block_hash_to_block
         raw = table._cache if self.api.cached_map_wrapped else table
@@ -320,7 +316,7 @@ class VllmV1System:
         for key, holders in raw.items():
             ids = list(holders) if isinstance(holders, dict) else [holders.block_id]
             if ids:
-                entries.append([hex_or_none(self._key(key)), ids])
+                entries.append([hash_text(key), ids])
         return sorted(entries)
 
     def _block_hashes(self, request) -> list:
@@ -339,15 +335,15 @@ class VllmV1System:
                 "num_cached_blocks": [m.num_cached_block.get(request_id, 0) for m in managers],
                 "num_computed_tokens": request.num_computed_tokens,
                 "num_tokens": request.num_tokens,
-                "block_hashes": [hex_or_none(self._key(h)) for h in self._block_hashes(request)],
+                "block_hashes": [hash_text(h) for h in self._block_hashes(request)],
                 "status": self._status(request),
             }
         return {
-            "none_hash": hex_or_none(self.none_hash if isinstance(self.none_hash, int) else bytes(self.none_hash)),
+            "none_hash": hash_text(self.none_hash),
             "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
             "num_free_blocks": pool.get_num_free_blocks(),
             "usage": round(pool.get_usage(), 9),
-            "blocks": [[b.ref_cnt, hex_or_none(self._key(b.block_hash))] for b in pool.blocks],
+            "blocks": [[b.ref_cnt, hash_text(b.block_hash)] for b in pool.blocks],
             "cached": self._cached_entries(),
             "requests": requests,
         }

@@ -199,13 +199,15 @@ def hash_text(value: Any) -> str | None:
     """A block hash, pool key or NONE_HASH of either form as text (None stays None).
 
     Digests are hex; an :class:`IntBlockHash` (or vLLM's ``BlockHash``, a tuple of the same
-    fields) is written as the plain tuple it is, with bytes in hex. Equal keys give equal text.
+    fields) is written as the plain tuple it is, with bytes in hex, and an int NONE_HASH as its
+    decimal repr. Any other value is read as bytes (a release's own bytes-like hash type).
+    Equal keys give equal text.
     """
     if value is None:
         return None
-    if isinstance(value, bytes):
-        return value.hex()
-    return repr(_plain(value))
+    if isinstance(value, (tuple, int)):
+        return repr(_plain(value))
+    return bytes(value).hex()
 
 
 def _plain(value: Any) -> Any:
@@ -231,13 +233,15 @@ class BlockHasher:
         token_ids: Sequence[int],
         cache_salt: str | None = None,
         lora: LoRAIdentity | None = None,
+        end: int | None = None,
     ) -> list[bytes]:
-        """Hashes of the full blocks of ``token_ids`` beyond the ``len(known)`` already hashed."""
+        """Hashes of the full blocks of ``token_ids[:end]`` beyond the ``len(known)`` already hashed."""
         out: list = []
         parent = known[-1] if known else None
         start = len(known) * self.block_size
+        stop = len(token_ids) if end is None else min(end, len(token_ids))
         chain = hash_int_block_tokens if self.policy.int_block_hashes else hash_block_tokens
-        while start + self.block_size <= len(token_ids):
+        while start + self.block_size <= stop:
             extra = block_extra_keys(self.policy, start, cache_salt, lora)
             parent = chain(self.hash_fn, self.none_hash, parent, token_ids[start : start + self.block_size], extra)
             out.append(parent)

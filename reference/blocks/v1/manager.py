@@ -213,10 +213,10 @@ class KVCacheManager:
             return new_blocks
         # Only tokens that exist are cached; lookahead slots hold unverified draft tokens.
         num_to_cache = min(total_computed + num_new_tokens, state.num_tokens)
-        if not self.policy.hashes_on_request:
+        if not self.policy.hashes_on_request and len(state.block_hashes) < num_to_cache // self.block_size:
             # Before 0.10.1 caching hashes the blocks it caches that have no hash yet.
-            full = state.token_ids[: num_to_cache // self.block_size * self.block_size]
-            state.block_hashes.extend(self.hasher.new_hashes(state.block_hashes, full, state.cache_salt, state.lora))
+            state.block_hashes.extend(self.hasher.new_hashes(
+                state.block_hashes, state.token_ids, state.cache_salt, state.lora, end=num_to_cache))
         for group in self.groups:
             group.cache_blocks(request_id, state.block_hashes, num_to_cache)
         return new_blocks
