@@ -13,7 +13,6 @@ GPU is requested with ``--gpu``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -64,17 +63,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if result["summary"]["failed"] else 0
     if args.cmd == "replay":
         from conformance.lockstep import NotApplicable, replay
+        from conformance.trace_file import TraceFileError, load_trace
 
         status = 0
         for path in args.traces:
             try:
-                trace = json.loads(path.read_text())
+                trace = load_trace(path)
+            except TraceFileError as err:  # its message names the file and the field
+                print(f"unreadable trace: {err}")
+                status = 2
+                continue
+            try:
                 done, diff = replay(trace)
             except NotApplicable as why:
                 print(f"{path}: not applicable: {why}")
                 continue
-            except (OSError, ValueError, KeyError) as err:
-                print(f"{path}: unreadable trace: {err}")
+            except (ValueError, KeyError) as err:  # a config the systems refuse to be built with
+                print(f"{path}: cannot build the systems for this trace: {err}")
                 status = 2
                 continue
             if diff:

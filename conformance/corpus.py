@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conformance.lockstep import NotApplicable, replay
 from conformance.properties import Property, Result
+from conformance.trace_file import TraceFileError, load_trace
 
 TRACES = Path(__file__).parent / "traces"
 
@@ -80,11 +81,15 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
     except HarnessError as err:  # V1 traces cannot be replayed here; V0 ones still are
         policy, gap = None, str(err)
     v0_policy = installed_v0_policy()
-    pinned_policies = {json.loads(p.read_text())["config"].get("policy") for p in corpus()}
+    try:
+        traces = {path: load_trace(path) for path in corpus()}
+    except TraceFileError as err:
+        return Result(False, 0, 0, f"harness error (not a verdict on vLLM or the reference): {err}",
+                      {"failure": "harness_error"})
+    pinned_policies = {trace["config"].get("policy") for trace in traces.values()}
     seen_ops: set[str] = set()
     replayed, ops, skipped, failures = 0, 0, [], []
-    for path in corpus():
-        trace = json.loads(path.read_text())
+    for path, trace in traces.items():
         recorded = trace["config"].get("policy")
         if trace["semantics"] == "v1" and gap is not None:
             skipped.append(f"{path.name} (harness gap)")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.lockstep import outcome
+from conformance.trace_file import load_trace
 
 HASH_CHARS = 8
 
@@ -35,7 +36,7 @@ SEED_DEMO_TRACE: dict[str, Any] = {
         {"op": "add_group", "group": "A", "seqs": [1], "prompt": SEED_PREFIX + [21, 22]},
         {"op": "allocate", "group": "A"},
         {"op": "num_cached_tokens", "seq": 1},
-        {"op": "mark_computed"},
+        {"op": "mark_computed", "group": "A"},
         {"op": "add_group", "group": "B", "seqs": [2], "prompt": SEED_PREFIX + [31, 32]},
         {"op": "allocate", "group": "B"},
         {"op": "num_cached_tokens", "seq": 2},
@@ -70,7 +71,7 @@ def corpus_specs(paths: list[Path]) -> list[TraceSpec]:
     """Every trace of the corpus (``conformance.corpus.corpus()``), then the seed demo's workload."""
     specs = []
     for path in paths:
-        trace = json.loads(path.read_text(encoding="utf-8"))
+        trace = load_trace(path)
         specs.append(TraceSpec(f"{path.parent.name}-{path.stem}".lower(), f"{path.parent.name}/{path.stem}", trace))
     specs.append(TraceSpec("seed-demo-workload", "seed demo: the V0 workload", SEED_DEMO_TRACE))
     return specs

@@ -112,12 +112,13 @@ def test_replay_reports_an_unmapped_exception_as_a_divergence(monkeypatch, tmp_p
         label = "crashing"
 
         def apply(self, op):
-            if op["op"] == "boom":
+            if op["op"] == "hit_rate":
                 raise IndexError("list index out of range")
 
     monkeypatch.setattr(v0, "make_systems", lambda config: (Steady(), Crashing()))
     trace = tmp_path / "t.json"
-    trace.write_text(json.dumps({"semantics": "v0", "config": {}, "ops": [{"op": "fine"}, {"op": "boom"}]}))
+    config = {"block_size": 1, "num_gpu_blocks": 1, "num_cpu_blocks": 0, "watermark": 0.0, "enable_caching": True}
+    trace.write_text(json.dumps({"semantics": "v0", "config": config, "ops": [{"op": "num_free"}, {"op": "hit_rate"}]}))
     assert cli.main(["replay", str(trace)]) == 1
     out = capsys.readouterr().out
     assert "DIVERGED after 2 of 2 ops" in out and "raised IndexError" in out
