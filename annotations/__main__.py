@@ -1,4 +1,4 @@
-"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage``.
+"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage|cite|verify-citation``.
 
 * ``fetch [--version V] [--checkout PATH] [FILES]``: obtain every upstream file the annotation
   files name, verify each against its header's sha256, and say what was fetched.
@@ -8,6 +8,8 @@
   ``annotations/citations.lock`` (adds new ones, drops ones no longer cited, keeps the rest).
 * ``check [FILES]``: every check of ``annotations.check``; exit 1 with one line per problem.
 * ``coverage [FILES]``: the per-file coverage table only.
+* ``cite NOTE_ID``: the note's citation in Markdown and plain text, with its quoted upstream lines.
+* ``verify-citation TEXT|-``: each pasted citation against the release bytes: fine, moved, drifted.
 
 Run from the repository root with the dev environment, so ``ref`` links can import ``reference``.
 """
@@ -20,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from annotations import citations, upstream
+from annotations import cite, citations, upstream
 from annotations.check import Checker, FileCoverage
 from annotations.model import (
     ANNOTATIONS_ROOT,
@@ -182,6 +184,51 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cite(args: argparse.Namespace) -> int:
+    """Print a note's citation (Markdown, its quoted upstream lines, plain text)."""
+    reader = _reader(args.checkout)
+    try:
+        af, note = cite.find_note(args.note, args.root, args.version)
+        block = cite.quoted(af, note, reader)
+        site = args.site_url or cite.site_url()
+    except (cite.CiteError, upstream.UpstreamError, AnnotationFormatError, OSError) as err:
+        print(f"cannot cite {args.note}: {err}", file=sys.stderr)
+        return 2
+    cited = cite.note_citation(af, note)
+    print(f"{cited.markdown(site)}\n\n{block}\n\nplain: {cited.plain(site)}")
+    return 0
+
+
+def cmd_verify_citation(args: argparse.Namespace) -> int:
+    """Check pasted citations against the release bytes: fine, moved or drifted (or dead)."""
+    text = sys.stdin.read() if args.text == "-" else args.text
+    verdicts = cite.verify(text, _reader(args.checkout), args.release, args.root)
+    if not verdicts:
+        print("no citation with lines found: expected a Markdown link to github.com/vllm-project/vllm/blob/"
+              "v<version>/<path>#L<a>-L<b> titled with its hash, or v<version>/<path>#L<a>-L<b>@<hash>",
+              file=sys.stderr)
+        return 2
+    for verdict in verdicts:
+        print(f"{verdict.status}: {verdict.label}: {verdict.detail}")
+    return 0 if all(v.status == cite.FINE for v in verdicts) else 1
+
+
+def add_cite_commands(sub) -> None:
+    """The ``cite`` and ``verify-citation`` subcommands."""
+    cmd = sub.add_parser("cite", help="print a note's citation with its quoted upstream lines")
+    cmd.add_argument("note", metavar="NOTE_ID", help="a note id, or v<version>/<path>#<id> where ids repeat")
+    cmd.add_argument("--version", default=None, help="look for the note at this release only, e.g. 0.10.2")
+    cmd.add_argument("--site-url", default=None, help="the site the citation links to (default: mkdocs.yml site_url)")
+    cmd.set_defaults(func=cmd_cite)
+    ver = sub.add_parser("verify-citation", help="check a pasted citation against the release bytes")
+    ver.add_argument("text", metavar="TEXT", help="the pasted citation(s), or - to read them from stdin")
+    ver.add_argument("--release", default=None, help="check the cited lines in this release instead, e.g. 0.33.0")
+    ver.set_defaults(func=cmd_verify_citation)
+    for each in (cmd, ver):
+        each.add_argument("--checkout", type=Path, default=None, help="a local vLLM git checkout with the pinned tags")
+        each.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
+
+
 def main(argv: list[str] | None = None) -> int:
     repo = str(ANNOTATIONS_ROOT.parent)
     if repo not in sys.path:
@@ -203,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "fetch":
             cmd.add_argument("--version", default=None, help="only files annotated at this release, e.g. 0.10.2")
         cmd.set_defaults(func=func)
+    add_cite_commands(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
