@@ -82,3 +82,141 @@
     apply();
   }
 })();
+
+/* "cite" controls on annotated source pages.
+ *
+ * A note's head carries button.ann-cite with the note's citation in data-cite-md and
+ * data-cite-plain, built at site build time (docs/hooks/source_page.py, annotations/cite.py).
+ * The line named by the URL (#L12) gets the same control; its text is the page's line template
+ * (div.ann[data-cite-line-md|plain]) with the line number and the line's build-time hash
+ * (a.ann-ln[data-h]) put in. Clicking opens a small popover that shows the Markdown form (a
+ * "Plain text" tab switches) with the text selected, and copies it with navigator.clipboard;
+ * where the clipboard is refused, the selected text is there to copy by hand.
+ */
+(function () {
+  "use strict";
+
+  var LINE = /^L(\d+)$/;
+  var pop = null;
+  var opener = null;
+
+  function popover() {
+    if (pop) return pop;
+    pop = document.createElement("div");
+    pop.className = "ann-cite-pop";
+    pop.setAttribute("role", "dialog");
+    pop.setAttribute("aria-label", "Citation");
+    pop.hidden = true;
+    pop.innerHTML =
+      '<div class="ann-cite-tabs">' +
+      '<button type="button" data-form="md" aria-pressed="true">Markdown</button>' +
+      '<button type="button" data-form="plain" aria-pressed="false">Plain text</button>' +
+      '<button type="button" class="ann-cite-close" aria-label="Close">×</button></div>' +
+      '<textarea readonly spellcheck="false" aria-label="citation"></textarea>' +
+      '<p class="ann-cite-status" aria-live="polite"></p>';
+    document.body.appendChild(pop);
+    return pop;
+  }
+
+  function place(button) {
+    var rect = button.getBoundingClientRect();
+    var room = document.documentElement.clientWidth;
+    var width = Math.min(448, room - 16);
+    var left = Math.max(8, Math.min(rect.right - width, room - width - 8));
+    pop.style.width = width + "px";
+    pop.style.left = (left + window.scrollX) + "px";
+    pop.style.top = (rect.bottom + window.scrollY + 4) + "px";
+  }
+
+  function copy(text) {
+    var area = pop.querySelector("textarea");
+    var status = pop.querySelector(".ann-cite-status");
+    area.value = text;
+    area.focus();
+    area.select();
+    pop.dataset.copied = "pending";
+    function byHand() {
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      pop.dataset.copied = ok ? "yes" : "no";
+      status.textContent = ok ? "Copied." : "The citation is selected: press Ctrl+C (⌘C) to copy it.";
+    }
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(function () {
+        pop.dataset.copied = "yes";
+        status.textContent = "Copied to the clipboard.";
+      }, byHand);
+    } else {
+      byHand();
+    }
+  }
+
+  function show(form) {
+    pop.querySelectorAll("[data-form]").forEach(function (b) {
+      b.setAttribute("aria-pressed", b.dataset.form === form ? "true" : "false");
+    });
+    pop.dataset.form = form;
+    copy(form === "plain" ? opener.dataset.citePlain : opener.dataset.citeMd);
+  }
+
+  function open(button) {
+    popover();
+    opener = button;
+    pop.hidden = false;
+    place(button);
+    show("md");
+  }
+
+  function close() {
+    if (pop && !pop.hidden) {
+      pop.hidden = true;
+      if (opener) opener.focus();
+    }
+  }
+
+  /* The line named by the URL gets a cite control filled from the page's template. */
+  function lineControl() {
+    document.querySelectorAll(".ann-line-cite").forEach(function (el) { el.remove(); });
+    var match = LINE.exec(window.location.hash.slice(1));
+    if (!match) return;
+    var line = document.getElementById("L" + match[1]);
+    var page = line && line.closest(".ann[data-cite-line-md]");
+    var number = line && line.querySelector("a.ann-ln[data-h]");
+    if (!page || !number) return;
+    function fill(template) {
+      return template.split("{line}").join(match[1]).split("{hash}").join(number.dataset.h);
+    }
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "ann-cite ann-line-cite";
+    button.textContent = "cite";
+    button.title = "copy a citation of line " + match[1];
+    button.dataset.citeMd = fill(page.dataset.citeLineMd);
+    button.dataset.citePlain = fill(page.dataset.citeLinePlain);
+    line.appendChild(button);
+  }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target;
+    var button = target.closest && target.closest("button.ann-cite");
+    if (button) {
+      event.preventDefault();
+      open(button);
+      return;
+    }
+    if (!pop || pop.hidden) return;
+    var tab = target.closest && target.closest(".ann-cite-pop [data-form]");
+    if (tab) { show(tab.dataset.form); return; }
+    if (target.closest && target.closest(".ann-cite-close")) { close(); return; }
+    if (!(target.closest && target.closest(".ann-cite-pop"))) close();
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") close();
+  });
+  window.addEventListener("hashchange", lineControl);
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", lineControl);
+  } else {
+    lineControl();
+  }
+})();

@@ -211,7 +211,7 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
     links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached())
-    code = render_source(ann, entry.data, _render_bodies(entry, page, config, links), links)
+    code = render_source(ann, entry.data, _render_bodies(entry, page, config, links), links, config.site_url)
     html = html.replace(f"<p>{PAGE_MARKER}-CODE</p>", code, 1)
     md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
     html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale) + legend_html(ann, md.convert), 1)

@@ -9,6 +9,11 @@ Anchors never depend on anything but the upstream file and the note itself: line
 ``L<n>``, a note is the element whose id is the note id (dots included; the JavaScript uses
 ``CSS.escape``), and a range ``#L120-L140`` is resolved by ``docs/assets/annotated.js``.
 
+Each note's head has a "cite" control carrying the note's citation in Markdown and plain text
+(``annotations.cite``: release, file, range, note id, content hash, links), and each line carries
+its content hash, which the page's script puts into the page's one line-citation template when the
+line is cited. The script only copies what was built here; it computes no hash.
+
 This module knows nothing about MkDocs: links to other pages arrive through a
 :class:`LinkResolver`, and note bodies arrive already rendered, so it can be unit-tested alone.
 """
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Protocol
 
+from annotations import cite
 from annotations.model import AnnotationFile, Note, is_blank, range_hash, upstream_lines
 
 from docs.hooks.code_lines import highlight_lines
@@ -179,9 +185,11 @@ def banner_html(annotation: AnnotationFile, data: bytes, stale: list[Note]) -> s
 LICENSE_MARKER = "SPDX-FileCopyrightText"
 
 
-def _code_html(fragments: list[str], start: int, end: int) -> str:
+def _code_html(fragments: list[str], start: int, end: int, line_hashes: list[str]) -> str:
+    # data-h: the line's content hash, which the line's "cite" control puts into the page's
+    # citation template (data-cite-line-md / data-cite-line-plain on the .ann container).
     rows = [
-        f'<div class="ann-line" id="L{n}"><a class="ann-ln" href="#L{n}">{n}</a>'
+        f'<div class="ann-line" id="L{n}"><a class="ann-ln" href="#L{n}" data-h="{line_hashes[n - 1]}">{n}</a>'
         f'<span class="ann-src">{fragments[n - 1].replace(LICENSE_MARKER, "SPDX-<wbr>FileCopyrightText") or " "}'
         "</span></div>"
         for n in range(start, end + 1)
@@ -193,17 +201,26 @@ def _code_html(fragments: list[str], start: int, end: int) -> str:
     return '<section class="ann-code highlight" data-search-exclude>' + "".join(rows) + "</section>"
 
 
+def cite_button(markdown: str, plain: str, what: str) -> str:
+    """The "cite" control: both forms of the citation, built here, for the page's script to copy."""
+    return (f'<button type="button" class="ann-cite" data-cite-md="{escape(markdown)}" '
+            f'data-cite-plain="{escape(plain)}" title="copy a citation of {escape(what)}">cite</button>')
+
+
 def _note_html(
-    annotation: AnnotationFile, note: Note, body_html: str, links: LinkResolver, stale: bool
+    annotation: AnnotationFile, note: Note, body_html: str, links: LinkResolver, stale: bool, site_url: str
 ) -> str:
     rng = f"#L{note.start}" if note.start == note.end else f"#L{note.start}-L{note.end}"
     label = note.range_text.replace("-", "–")
+    cited = cite.note_citation(annotation, note)
     head = (
         f'<header class="ann-note-head"><a class="ann-note-id" href="#{escape(note.id)}">'
         f"<code>{escape(note.id)}</code></a> "
         f'<a class="ann-range" href="{rng}">{label}</a> '
         f'<a class="ann-upstream" href="{escape(upstream_url(annotation.version, annotation.upstream, note.start, note.end))}"'
-        ' title="these lines upstream at the pinned tag">upstream ↗</a></header>'
+        ' title="these lines upstream at the pinned tag">upstream ↗</a> '
+        + cite_button(cited.markdown(site_url), cited.plain(site_url), f"note {note.id}")
+        + "</header>"
     )
     items: list[str] = []
     for symbol in note.refs:
@@ -241,21 +258,27 @@ def render_source(
     data: bytes,
     note_bodies: dict[str, str],
     links: LinkResolver,
+    site_url: str | None = None,
 ) -> str:
     """The annotated code as HTML: every upstream line once, in order, each note beside its lines.
 
-    ``note_bodies`` maps note id to its body already rendered as HTML.
+    ``note_bodies`` maps note id to its body already rendered as HTML. Citations link to
+    ``site_url`` (default: ``mkdocs.yml``'s ``site_url``).
     """
+    site = site_url or cite.site_url()
     text = data.decode("utf-8")
     fragments = highlight_lines(text, annotation.upstream)
+    hashes = cite.line_hashes(data)
     stale = {n.id for n in stale_notes(annotation, data)}
-    out = [f'<div class="ann" data-version="{escape(annotation.version)}" data-path="{escape(annotation.upstream)}">']
+    line_md, line_plain = cite.line_templates(annotation, site)
+    out = [f'<div class="ann" data-version="{escape(annotation.version)}" data-path="{escape(annotation.upstream)}" '
+           f'data-cite-line-md="{escape(line_md)}" data-cite-line-plain="{escape(line_plain)}">']
     for seg in segments(annotation.notes, len(fragments), str(annotation.path)):
-        code = _code_html(fragments, seg.start, seg.end)
+        code = _code_html(fragments, seg.start, seg.end, hashes)
         if seg.note is None:
             out.append(f'<div class="ann-seg ann-plain">{code}</div>')
         else:
-            note = _note_html(annotation, seg.note, note_bodies.get(seg.note.id, ""), links, seg.note.id in stale)
+            note = _note_html(annotation, seg.note, note_bodies.get(seg.note.id, ""), links, seg.note.id in stale, site)
             out.append(f'<div class="ann-seg ann-annotated">{note}{code}</div>')
     out.append("</div>")
     return "\n".join(out)
