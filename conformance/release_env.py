@@ -1,0 +1,200 @@
+"""What a vLLM release's environment needs beyond ``pip install vllm==RELEASE``, and what it can go without.
+
+``scripts/version-matrix`` builds each release's environment with pip. Two things can stop that
+build or the run inside it, and this module decides what to do about each and what to record:
+
+* **A pinned dependency the index does not serve** (vLLM 0.34.0 pins ``flashinfer-python==0.7.3``;
+  the index has 0.7.2.post1 and 0.7.4). ``missing_distribution`` reads pip's error; if the missing
+  package is one of vLLM's own requirements, vLLM is installed with ``--no-deps`` and
+  ``requirements`` lists the others (from the wheel's ``Requires-Dist``, markers evaluated, extras
+  left out). The matrix entry records the package, the version asked for, what pip was offered
+  and ``why_not_needed``.
+* **A package that installs but cannot load** (torchcodec 0.14.0 loads FFmpeg's shared libraries
+  from the system, ``libavutil.so.56`` to ``.60``, and a machine without FFmpeg has none; vLLM
+  0.25.0's ``vllm/multimodal/video.py`` catches only ImportError around its import, so the
+  RuntimeError stopped every V1 property. Debian 12's FFmpeg 5.1 runtime packages, libavutil57
+  and siblings, would satisfy its ``libtorchcodec_core5``; removing the package needs no root).
+  ``UNLOADABLE_REMOVED`` names such packages, the probe that shows whether they load, and why
+  the harness can do without them: they are uninstalled and the entry records it.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion, Version
+except ImportError:  # the script runs under whichever python3 is first on PATH: pip's copy then
+    from pip._vendor.packaging.markers import default_environment  # type: ignore[no-redef]
+    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+    from pip._vendor.packaging.version import InvalidVersion, Version  # type: ignore[no-redef]
+
+
+def canonical(name: str) -> str:
+    """A project name as the index compares it (PEP 503): ``Flashinfer_Python`` -> ``flashinfer-python``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A requirement pip found no distribution for."""
+
+    package: str       # canonical name
+    requirement: str   # as pip printed it, e.g. "flashinfer-python==0.7.3"
+    parent: str | None  # the package that asked for it ("vllm"), None for a top-level requirement
+    offers: tuple[str, ...]  # the versions pip was offered (this platform, before the cutoff)
+
+
+_NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (\S+)"
+                        r"(?: \(from ([^)]*)\))?(?: \(from versions: ([^)]*)\))?")
+
+
+def missing_distribution(pip_output: str) -> Missing | None:
+    """The requirement pip's output says it found no distribution for, or None."""
+    match = _NOT_FOUND.search(pip_output)
+    if match is None:
+        return None
+    requirement, parent, offers = match.groups()
+    name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    versions = tuple(v.strip() for v in (offers or "").split(",") if v.strip() and v.strip() != "none")
+    return Missing(canonical(name[0]) if name else requirement, requirement,
+                   canonical(re.split(r"[=<>!~ \[]", parent)[0]) if parent else None, versions)
+
+
+def requirements(metadata: str, leave_out: set[str], environment: dict[str, str] | None = None) -> list[str]:
+    """The ``Requires-Dist`` of a wheel's METADATA that apply (markers evaluated for
+    ``environment``, default this interpreter, with no extra), minus the packages ``leave_out``
+    names. Each is returned as a requirement string without its marker, for pip."""
+    env = {**(environment or default_environment()), "extra": ""}
+    left_out = {canonical(n) for n in leave_out}
+    out = []
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = Requirement(line.partition(":")[2].strip())
+        if canonical(req.name) in left_out:
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+        where = f" @ {req.url}" if req.url else str(req.specifier)
+        out.append(f"{req.name}{extras}{where}")
+    return out
+
+
+def wheel_metadata(wheel: Path) -> str:
+    """The METADATA file of a wheel."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+        if len(names) != 1:
+            raise ValueError(f"{wheel}: expected one */METADATA, found {names}")
+        return archive.read(names[0]).decode("utf-8")
+
+
+# Packages the conformance command can run without, and why. The command drives vLLM's KV-cache
+# managers (vllm/v1/core, vllm/core) and its Triton kernels (vllm/attention/ops,
+# vllm/v1/attention/ops); a package only vLLM's GPU serving paths import is not needed there.
+WHY_NOT_NEEDED = {
+    "flashinfer-python": (
+        "FlashInfer is imported by vLLM's FlashInfer attention backends "
+        "(vllm/v1/attention/backends/flashinfer.py, mla/flashinfer_mla.py), its sampler and "
+        "model-specific GPU code; the KV-cache managers and the Triton kernels the conformance "
+        "command drives import none of them (vllm/utils/flashinfer.py probes for it with "
+        "find_spec). A property that imported it would report a harness error (ImportError), "
+        "not a verdict."),
+}
+
+
+def why_not_needed(package: str) -> str:
+    return WHY_NOT_NEEDED.get(canonical(package), (
+        f"not reviewed: {package} is not known to be needed by the KV-cache managers or the Triton "
+        "kernels; a property that imported it would report a harness error (ImportError), not a "
+        "verdict."))
+
+
+def nearest(missing: Missing) -> list[str]:
+    """For a pin (``==X``): the offered versions just below and just above X."""
+    req = Requirement(missing.requirement)
+    pins = [s.version for s in req.specifier if s.operator == "=="]
+    if len(pins) != 1 or "*" in pins[0]:
+        return []
+    pin = Version(pins[0])
+    offered = sorted({Version(v) for v in missing.offers if _is_version(v)})
+    below = [v for v in offered if v < pin]
+    above = [v for v in offered if v > pin]
+    return [str(v) for v in (below[-1:] + above[:1])]
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def left_out_record(missing: Missing, cutoff: str) -> dict:
+    """What the matrix entry says about a requirement left out of the environment."""
+    return {"package": missing.package, "required": missing.requirement, "by": missing.parent,
+            "index_nearest": nearest(missing), "index_offers": list(missing.offers[-12:]),
+            "offers_seen": f"this platform, uploaded before {cutoff}",
+            "reviewed": canonical(missing.package) in WHY_NOT_NEEDED,
+            "why_not_needed": why_not_needed(missing.package)}
+
+
+@dataclass(frozen=True)
+class Unloadable:
+    """A package a release's resolver may pick that can be installed yet fail to load."""
+
+    probe: str  # Python that imports what vLLM imports; it fails when the package cannot load
+    fails_with: str  # text in the probe's output that says the package cannot load
+    why_removed: str
+
+
+UNLOADABLE_REMOVED = {
+    "torchcodec": Unloadable(
+        probe="import torchcodec.decoders",
+        fails_with="Could not load libtorchcodec",
+        why_removed=(
+            "this torchcodec loads FFmpeg 4 to 8 from the system (torchcodec 0.14.0 ships "
+            "libtorchcodec_core4 to core8, which need libavutil.so.56 to .60 and their siblings), "
+            "and this machine has none of them; vLLM imports torchcodec only to decode video and "
+            "audio, and where it is not installed puts a placeholder in its place (0.25.0's "
+            "vllm/multimodal/video.py: except ImportError), whereas one that is installed but "
+            "cannot load raises RuntimeError on import (0.25.0: vllm.v1.request -> "
+            "vllm.multimodal.inputs -> .media -> .media.connector -> vllm.multimodal.video). No "
+            "property decodes media."),
+    ),
+}
+
+
+def missing_libraries(output: str) -> list[str]:
+    """The shared libraries a loader error names as not found, in order of first mention."""
+    seen: dict[str, None] = {}
+    for lib in re.findall(r"(lib[\w.+-]+\.so(?:\.\d+)*): cannot open shared object file", output):
+        seen.setdefault(lib)
+    return list(seen)
+
+
+def removed_record(package: str, version: str | None, output: str) -> dict:
+    return {"package": package, "version": version, "why": UNLOADABLE_REMOVED[package].why_removed,
+            "missing_libraries": missing_libraries(output)}
+
+
+def build_error_record(step: str, output: str, missing: Missing | None, cutoff: str | None) -> dict:
+    """Why a release's environment could not be built: the step, the package pip could not
+    find (with what it offered) or pip's own conflict lines."""
+    record: dict = {"step": step}
+    if missing is not None:
+        record.update(package=missing.package, required=missing.requirement, by=missing.parent,
+                      index_offers=list(missing.offers[-12:]),
+                      offers_seen=f"this platform, uploaded before {cutoff}" if cutoff else "this platform")
+    lines = [line for line in output.splitlines() if line.startswith("ERROR") or "conflict" in line.lower()
+             or line.startswith("    ")]
+    record["pip"] = "\n".join(lines[-15:]) or output.strip()[-1500:]
+    return record

@@ -1,0 +1,199 @@
+"""scripts/version-matrix --shard / --merge and conformance/matrix.py: every release in exactly one
+shard, merged shards equal to one sequential run, conflicting entries refused."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import itertools
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conformance import matrix as cm
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "version-matrix"
+RELEASES = ["0.6.3.post1", "0.6.4", "0.7.3", "0.9.2", "0.10.1.1", "0.10.2", "0.11.0", "0.20.2",
+            "0.25.0", "0.33.0", "0.34.0"]
+
+
+@pytest.fixture
+def vm(tmp_path, monkeypatch):
+    loader = importlib.machinery.SourceFileLoader("version_matrix_shards", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("version_matrix_shards", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    monkeypatch.setattr(module, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(module, "MATRIX", tmp_path / "matrix.json")
+    return module
+
+
+def canned(release: str, only: list[str] = ()) -> dict:
+    """A run's entry as run_release returns it, a function of the release alone (a fake runner)."""
+    names = list(only) or ["v1.lifecycle", "v0.lifecycle", "kernel.unified_attention"]
+    status = {n: ("failed" if (sum(map(ord, release + n)) % 5 == 0) else "passed") for n in names}
+    props = {n: {"status": s, "examples": 7, "steps": 3, "detail": f"{n} at {release}"} for n, s in status.items()}
+    return {"release": release, "released": "2026-01-01", "date": "2026-12-02", "duration_s": 1.5,
+            "project": {"commit": "a" * 40, "dirty": False, "changed": []},
+            "installed": [f"vllm=={release}"], "properties": props, "summary": cm.summary(props)}
+
+
+def fake_run(release: str, args) -> dict:
+    return canned(release, args.only)
+
+
+BASE = {"releases": {
+    "0.9.2": {**canned("0.9.2"), "properties": {"v1.lifecycle": {"status": "failed"},
+                                                  "v0.prefix_caching": {"status": "passed"}}},
+    "0.5.0": {**canned("0.5.0"), "project": {"commit": "b" * 40}},
+}}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 11, 15])
+def test_every_release_lands_in_exactly_one_shard_whatever_the_order(n):
+    """Catches: an off-by-one shard index (one shard empty, one release run twice or never), or a
+    plan that depends on the order releases were typed in (machines given the list in different
+    orders would run overlapping shares)."""
+    rng = random.Random(n)
+    orders = [RELEASES, list(reversed(RELEASES)), rng.sample(RELEASES, len(RELEASES)), RELEASES + RELEASES[:3]]
+    plans = [[cm.shard(order, k, n) for k in range(1, n + 1)] for order in orders]
+    assert all(plan == plans[0] for plan in plans)
+    shares = plans[0]
+    assert sorted(itertools.chain(*shares), key=cm.release_key) == sorted(RELEASES, key=cm.release_key)
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+@pytest.mark.parametrize("bad", ["0/3", "4/3", "3", "1/0", "a/b", "-1/2"])
+def test_bad_shard_is_refused(vm, bad):
+    """Catches: --shard 0/3 or 4/3 silently running nothing (or everything)."""
+    with pytest.raises(SystemExit):
+        vm.main(["--shard", bad, *RELEASES], run=fake_run)
+    assert not vm.MATRIX.exists()
+
+
+def sequential_and_sharded(vm, tmp_path, n, extra=()):
+    base = json.dumps(BASE)
+    vm.MATRIX.write_text(base)
+    vm.main([*RELEASES, *extra], run=fake_run)
+    sequential = vm.MATRIX.read_text()
+    vm.MATRIX.write_text(base)
+    parts = []
+    for k in range(1, n + 1):
+        part = tmp_path / f"part-{k}.json"
+        vm.main(["--shard", f"{k}/{n}", "--out", str(part), *reversed(RELEASES), *extra], run=fake_run)
+        parts.append(part)
+    assert vm.MATRIX.read_text() == base, "a shard wrote matrix.json instead of its own file"
+    vm.main(["--merge", *map(str, parts)])
+    return sequential, vm.MATRIX.read_text(), parts
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 11, 13])
+def test_merged_shards_equal_one_sequential_run(vm, tmp_path, n):
+    """Catches: merging that drops a shard's entries or the committed ones no shard ran (0.5.0),
+    reorders releases, or files them differently from a sequential run of the same releases."""
+    sequential, merged, parts = sequential_and_sharded(vm, tmp_path, n)
+    assert merged == sequential
+    assert list(json.loads(merged)["releases"]) == ["0.5.0", *sorted(RELEASES, key=cm.release_key)]
+    shard_files = [json.loads(p.read_text()) for p in parts]
+    assert sum(len(f["releases"]) for f in shard_files) == len(RELEASES)
+    assert [f["shard"]["index"] for f in shard_files] == list(range(1, n + 1))
+
+
+def test_merged_only_reruns_keep_the_committed_verdicts_like_a_sequential_run(vm, tmp_path):
+    """Catches: a sharded --only rerun that files only the rerun properties (the shard's own file
+    starts empty), wiping 0.9.2's other verdicts at merge where a sequential rerun keeps them."""
+    sequential, merged, _ = sequential_and_sharded(vm, tmp_path, 3, extra=["--only", "v1.lifecycle"])
+    assert merged == sequential
+    kept = json.loads(merged)["releases"]["0.9.2"]["properties"]
+    assert kept["v0.prefix_caching"] == {"status": "passed"} and kept["v1.lifecycle"]["examples"] == 7
+
+
+def two_parts(tmp_path, first: dict, second: dict) -> list[Path]:
+    paths = []
+    for i, entry in enumerate((first, second)):
+        path = tmp_path / f"p{i}.json"
+        path.write_text(json.dumps({"releases": {entry["release"]: entry}}))
+        paths.append(path)
+    return paths
+
+
+def test_conflicting_verdicts_are_refused_and_nothing_is_written(vm, tmp_path):
+    """Catches: two shards (or a stale file) with different verdicts for one release, where the
+    later file silently wins."""
+    vm.MATRIX.write_text(json.dumps(BASE))
+    before = vm.MATRIX.read_text()
+    other = canned("0.20.2")
+    other["properties"]["v1.lifecycle"] = {**other["properties"]["v1.lifecycle"], "status": "not_applicable"}
+    parts = two_parts(tmp_path, canned("0.20.2"), other)
+    with pytest.raises(SystemExit, match=r"0\.20\.2: different verdicts \(v1\.lifecycle (passed|failed) vs not_applicable\)"):
+        vm.main(["--merge", *map(str, parts)])
+    assert vm.MATRIX.read_text() == before
+
+
+def test_runs_at_different_commits_conflict_even_with_the_same_verdicts(vm, tmp_path):
+    """Catches: merging verdicts obtained at two project commits as if they were one measurement."""
+    vm.MATRIX.write_text(json.dumps(BASE))
+    before = vm.MATRIX.read_text()
+    later = {**canned("0.20.2"), "project": {"commit": "c" * 40, "dirty": False}}
+    with pytest.raises(SystemExit, match="project commit"):
+        vm.main(["--merge", *map(str, two_parts(tmp_path, canned("0.20.2"), later))])
+    assert vm.MATRIX.read_text() == before
+
+
+def test_the_same_entry_twice_is_not_a_conflict(tmp_path):
+    """Catches: a merge that refuses a file given twice (or two identical reruns) as a conflict."""
+    parts = two_parts(tmp_path, canned("0.20.2"), {**canned("0.20.2"), "date": "2026-12-03", "duration_s": 9})
+    merged = cm.merge(parts, tmp_path / "absent.json")
+    assert list(merged["releases"]) == ["0.20.2"]
+    assert merged["releases"]["0.20.2"]["date"] == "2026-12-02"  # the first file's
+
+
+@pytest.mark.parametrize("bad", [{"nope": 1}, {"releases": {"0.20.2": canned("0.20.1")}}, "not json"])
+def test_a_file_that_is_not_a_shard_file_is_refused(vm, tmp_path, bad):
+    """Catches: merging a truncated or foreign file (a conformance report, say) into the matrix."""
+    path = tmp_path / "bad.json"
+    path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"releases": {"0.20.2": canned("0.20.2")}}))
+    with pytest.raises(SystemExit, match="bad.json"):
+        vm.main(["--merge", str(good), str(path)])
+    assert not vm.MATRIX.exists()
+
+
+def test_project_state_names_the_commit_and_changes_to_the_harness(tmp_path):
+    """Catches: an entry that records no commit, or calls a run clean while reference/ has
+    uncommitted edits (or dirty because the matrix it writes changed)."""
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    repo = tmp_path / "repo"
+    for path in ("reference/a.py", "conformance/b.py", "conformance/reports/matrix.json", "docs/c.md"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("x\n")
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    state = cm.project_state(repo)
+    assert state == {"commit": git("rev-parse", "HEAD"), "dirty": False, "changed": []}
+    (repo / "conformance/reports/matrix.json").write_text("y\n")
+    (repo / "docs/c.md").write_text("y\n")
+    assert cm.project_state(repo)["dirty"] is False
+    (repo / "reference/a.py").write_text("y\n")
+    assert cm.project_state(repo)["changed"] == ["reference/a.py"]
+    assert cm.project_state(tmp_path / "not-a-repo")["commit"] is None
+
+
+def test_hotfix_releases_are_accepted(vm):
+    """Catches: the release-name check refusing published hotfix releases such as 0.10.1.1 and
+    0.9.0.1 (four numbers), so a user who pinned one could never get a verdict."""
+    vm.main(["0.10.1.1", "0.9.0.1", "0.10.1"], run=fake_run)
+    assert list(json.loads(vm.MATRIX.read_text())["releases"]) == ["0.9.0.1", "0.10.1", "0.10.1.1"]
