@@ -15,7 +15,7 @@ Blocks of the prefix-caching allocator (``hashing=True``) also know their conten
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, TypeGuard
 
 from reference.blocks.errors import DoubleFree, UnknownBlock
 from reference.blocks.v0.content_hash import NONE_HASH, hash_block_tokens
@@ -82,13 +82,22 @@ class Block:
         return total
 
     @property
+    def cached_content_hash(self) -> Optional[int]:
+        """The hash if it is already computed, else None; never computes it (vLLM's
+        ``_cached_content_hash``)."""
+        return self._hash
+
+    @property
     def content_hash(self) -> Optional[int]:
         """The chained hash of a full page, or None (not full, or a naive block).
 
-        vLLM computes this recursively through ``prev`` (``:893-925``); the reference gives the
-        same values with a loop, so a chain of thousands of pages whose hashes are not known yet
-        cannot exhaust the interpreter's stack. Pages are hashed as they fill, so the loop
-        usually stops at the previous page.
+        The previous page is asked only what vLLM's ``Block`` interface offers, its
+        ``content_hash`` (``prefix_caching_block.py:893-925``), so any object offering that
+        interface can precede a page, as a ``MagicMock(spec=PrefixCachingBlock)`` does in vLLM's
+        own tests. vLLM computes the hash recursively through the previous pages; the reference
+        gives the same values with a loop over the run of its own full, not yet hashed pages
+        before this one, so a chain of thousands of them cannot exhaust the interpreter's stack.
+        Pages are hashed as they fill, so the run is usually empty.
         """
         if not self.hashing:
             return None
@@ -96,20 +105,11 @@ class Block:
             return self._hash
         if not self.is_full:
             return None
-        # Walk back to the nearest page whose hash is known (or is None), then hash forwards.
-        pending: list[Block] = [self]
-        known: Optional[int] = None
-        block: Block = self
-        while block.prev is not None:
-            prev = block.prev
-            if isinstance(prev, NullBlock):
-                known = prev.content_hash
-                break
-            if not prev.hashing or not prev.is_full or prev._hash is not None:
-                known = prev._hash if prev.hashing else None
-                break
-            pending.append(prev)
-            block = prev
+        pending: list[Block] = [self]  # this page and the unhashed run before it, nearest first
+        while _unhashed_full_page(pending[-1].prev):
+            pending.append(pending[-1].prev)
+        before = pending[-1].prev
+        known = before.content_hash if before is not None else None  # the Block interface only
         for block in reversed(pending):
             if block.prev is None:
                 known = block._hash = hash_block_tokens(True, self.first_parent, block.token_ids,
@@ -121,6 +121,14 @@ class Block:
                 # (A previous page that is not full gives None here, and vLLM hashes on with it.)
                 known = block._hash = hash_block_tokens(False, known, block.token_ids, block.extra_hash)
         return known
+
+
+def _unhashed_full_page(block: object) -> TypeGuard[Block]:
+    """Is ``block`` one of the reference's own hashing pages, full, whose hash is not known yet?
+    (Anything else before a page - a null block, another ``Block`` implementation - is asked for
+    its ``content_hash``.)"""
+    return (type(block) is Block and block.hashing and block.is_full
+            and block.cached_content_hash is None)
 
 
 class NullBlock(Block):
