@@ -51,7 +51,7 @@ class Missing:
 
 
 _NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (\S+)"
-                        r"(?: \(from ([^)]*)\))?(?: \(from versions: ([^)]*)\))?")
+                        r"(?: \(from (?!versions:)([^)]*)\))?(?: \(from versions: ([^)]*)\))?")
 
 
 def missing_distribution(pip_output: str) -> Missing | None:
@@ -73,7 +73,8 @@ def requirements(metadata: str, leave_out: set[str], environment: dict[str, str]
     env = {**(environment or default_environment()), "extra": ""}
     left_out = {canonical(n) for n in leave_out}
     out = []
-    for line in metadata.splitlines():
+    headers = metadata.split("\n\n", 1)[0]  # the description after the first blank line is not headers
+    for line in headers.splitlines():
         if not line.startswith("Requires-Dist:"):
             continue
         req = Requirement(line.partition(":")[2].strip())

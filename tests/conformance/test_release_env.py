@@ -1,0 +1,194 @@
+"""conformance/release_env.py and the build steps of scripts/version-matrix that use it: a pinned
+requirement the index lacks is left out (and recorded), a package that cannot load is removed
+(and recorded), an environment that cannot be built says why."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conformance import release_env
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "version-matrix"
+
+# Shaped like vLLM 0.34.0's wheel METADATA (a subset of its Requires-Dist lines).
+METADATA = """\
+Metadata-Version: 2.4
+Name: vllm
+Version: 0.34.0
+Requires-Dist: regex
+Requires-Dist: transformers<5.23.0,>=5.16.1
+Requires-Dist: protobuf!=6.30.*,>=5.29.6; platform_machine != "s390x"
+Requires-Dist: protobuf==7.36.1; platform_machine == "s390x"
+Requires-Dist: fastapi[standard]<0.137.0,>=0.133.0
+Requires-Dist: xgrammar==0.2.8; platform_machine == "x86_64" or platform_machine == "aarch64"
+Requires-Dist: six>=1.16.0; python_version > "3.11"
+Requires-Dist: torch==2.14.0
+Requires-Dist: torchcodec>=0.14
+Requires-Dist: Flashinfer_Python==0.7.3
+Requires-Dist: apache-tvm-ffi==0.1.11
+Requires-Dist: tensorizer==2.10.1; extra == "tensorizer"
+Requires-Dist: flashinfer-cubin==0.7.3; extra == "flashinfer"
+Provides-Extra: tensorizer
+
+Some description mentioning
+Requires-Dist: not-a-header
+"""
+
+LINUX_311 = {"implementation_name": "cpython", "implementation_version": "3.11.7", "os_name": "posix",
+             "platform_machine": "x86_64", "platform_release": "6", "platform_system": "Linux",
+             "platform_version": "1", "python_full_version": "3.11.7", "platform_python_implementation": "CPython",
+             "python_version": "3.11", "sys_platform": "linux"}
+
+# pip's own words for vLLM 0.34.0's pin (captured from pip with a wheel that pins the same).
+PIP_MISSING = """\
+ERROR: Could not find a version that satisfies the requirement flashinfer-python==0.7.3 (from vllm) (from versions: 0.5.0rc1, 0.6.18.post1, 0.7.0rc3, 0.7.0, 0.7.1, 0.7.2rc6, 0.7.2, 0.7.2.post1, 0.7.4)
+ERROR: No matching distribution found for flashinfer-python==0.7.3
+"""
+
+
+def test_requirements_leave_out_the_missing_pin_extras_and_other_platforms():
+    """Catches: installing vLLM's other requirements with the missing pin still among them
+    (however its name is spelled), with extras' requirements, or with another platform's or
+    Python's requirements (two protobuf pins at once)."""
+    got = release_env.requirements(METADATA, {"flashinfer-python"}, LINUX_311)
+    assert got == ["regex", "transformers<5.23.0,>=5.16.1", "protobuf!=6.30.*,>=5.29.6",
+                   "fastapi[standard]<0.137.0,>=0.133.0", "xgrammar==0.2.8", "torch==2.14.0",
+                   "torchcodec>=0.14", "apache-tvm-ffi==0.1.11"]
+    on_312_arm = release_env.requirements(METADATA, set(), {**LINUX_311, "python_version": "3.12",
+                                                            "platform_machine": "s390x"})
+    assert "six>=1.16.0" in on_312_arm and "protobuf==7.36.1" in on_312_arm
+    assert "xgrammar==0.2.8" not in on_312_arm and "Flashinfer_Python==0.7.3" in on_312_arm
+
+
+def test_pips_missing_distribution_message_is_read_exactly():
+    """Catches: the fallback not recognising pip's message (the build fails as before), or
+    recording the wrong package, the wrong parent, or offers cut from the wrong end."""
+    missing = release_env.missing_distribution(PIP_MISSING)
+    assert missing == release_env.Missing("flashinfer-python", "flashinfer-python==0.7.3", "vllm",
+                                          ("0.5.0rc1", "0.6.18.post1", "0.7.0rc3", "0.7.0", "0.7.1", "0.7.2rc6",
+                                           "0.7.2", "0.7.2.post1", "0.7.4"))
+    assert release_env.nearest(missing) == ["0.7.2.post1", "0.7.4"]
+    top = release_env.missing_distribution(
+        "ERROR: Could not find a version that satisfies the requirement vllm==0.6.3.post1 (from versions: none)")
+    assert (top.package, top.parent, top.offers) == ("vllm", None, ())
+    assert release_env.missing_distribution("ERROR: HTTP error 503 while getting https://...") is None
+
+
+def test_a_left_out_pin_is_recorded_with_offers_and_a_reason():
+    """Catches: a left-out package recorded without what the index offered, or an unreviewed
+    package presented as known to be unneeded."""
+    record = release_env.left_out_record(release_env.missing_distribution(PIP_MISSING), "2026-11-20T00:00:00Z")
+    assert record["required"] == "flashinfer-python==0.7.3" and record["index_nearest"] == ["0.7.2.post1", "0.7.4"]
+    assert record["reviewed"] and "attention backends" in record["why_not_needed"]
+    other = release_env.left_out_record(release_env.Missing("mystery", "mystery==1", "vllm", ()), "t")
+    assert not other["reviewed"] and other["why_not_needed"].startswith("not reviewed")
+
+
+def test_loader_errors_name_the_missing_libraries():
+    """Catches: a removed torchcodec recorded without the libraries the machine lacked."""
+    text = ("[start of libtorchcodec loading traceback]\nFFmpeg version 8: OSError: libavutil.so.60: cannot "
+            "open shared object file: No such file or directory\nFFmpeg version 7: OSError: libavutil.so.59: "
+            "cannot open shared object file\nFFmpeg version 8 again: libavutil.so.60: cannot open shared "
+            "object file\n")
+    assert release_env.missing_libraries(text) == ["libavutil.so.60", "libavutil.so.59"]
+
+
+@pytest.fixture
+def vm():
+    loader = importlib.machinery.SourceFileLoader("version_matrix_env", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("version_matrix_env", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+class FakePip:
+    """pip as the build steps call it: ``download`` writes a wheel with METADATA; ``install``
+    of requirements fails with 'no distribution' for each name in ``absent``."""
+
+    def __init__(self, absent: dict[str, str]):
+        self.absent = absent
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+        self.calls.append(args)
+        if args[0] == "download":
+            target = Path(args[args.index("-d") + 1])
+            target.mkdir(parents=True)
+            with zipfile.ZipFile(target / "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl", "w") as whl:
+                whl.writestr("vllm-0.34.0.dist-info/METADATA", METADATA)
+            return subprocess.CompletedProcess(args, 0, "", "")
+        for name, parent in self.absent.items():
+            if args[0] == "install" and any(a.lower().startswith(name) for a in args):
+                err = (f"ERROR: Could not find a version that satisfies the requirement {name}==9 "
+                       f"{parent}(from versions: 1, 2)\n")
+                return subprocess.CompletedProcess(args, 1, "", err)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+
+def test_each_missing_direct_requirement_is_left_out_and_vllm_installed_without_deps(vm, tmp_path):
+    """Catches: the fallback stopping at the second missing pin, installing vLLM with its
+    dependencies after all (pip would fail again on the missing pin), or recording only the first."""
+    pip = FakePip({"xgrammar": ""})
+    first = release_env.missing_distribution(PIP_MISSING)
+    records = vm.install_without("0.34.0", tmp_path, pip, ["--quiet"], "2026-11-20T00:00:00Z", first)
+    assert [r["package"] for r in records] == ["flashinfer-python", "xgrammar"]
+    installs = [c for c in pip.calls if c[0] == "install"]
+    assert not any(a.startswith(("Flashinfer", "flashinfer")) for c in installs for a in c)
+    assert installs[-1][-2:] == ("--no-deps", str(tmp_path / "vllm-wheel" / "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl"))
+
+
+def test_a_missing_transitive_requirement_is_an_unbuildable_release_with_its_reason(vm, tmp_path):
+    """Catches: leaving out a package vLLM does not itself require (it cannot be left out that way
+    and pip would loop), or a build failure recorded without the package and the offers."""
+    pip = FakePip({"regex": "(from some-dep) "})
+    with pytest.raises(vm.BuildFailed) as failed:
+        vm.install_without("0.34.0", tmp_path, pip, [], "2026-11-20T00:00:00Z",
+                           release_env.missing_distribution(PIP_MISSING))
+    record = failed.value.record
+    assert record["package"] == "regex" and record["by"] == "some-dep" and record["index_offers"] == ["1", "2"]
+    assert "without flashinfer-python" in record["step"]
+
+
+def test_a_network_error_is_not_recorded_as_an_unbuildable_release(vm):
+    """Catches: a transient pip failure (no distribution named) filed in matrix.json as a property of the release."""
+    with pytest.raises(SystemExit, match="HTTP error"):
+        vm.fail("pip install vllm==0.20.2", subprocess.CompletedProcess([], 1, "", "ERROR: HTTP error 503"), None,
+                "t")
+
+
+FAKE_PYTHON = r'''#!/usr/bin/env python3
+import sys
+if sys.argv[1:3] == ["-m", "pip"]:
+    print("torchcodec==0.14.0\nvllm==0.25.0")
+elif sys.argv[1] == "-c" and "torchcodec" in sys.argv[2]:
+    if LOADS:
+        sys.exit(0)
+    sys.stderr.write("RuntimeError: Could not load libtorchcodec. ...\nFFmpeg version 8: libavutil.so.60: "
+                     "cannot open shared object file: No such file or directory\n")
+    sys.exit(1)
+'''
+
+
+@pytest.mark.parametrize("loads", [False, True])
+def test_torchcodec_that_cannot_load_is_removed_and_recorded(vm, tmp_path, loads):
+    """Catches: a torchcodec without its FFmpeg left in the environment (at 0.25.0 on a new
+    machine every V1 property was a harness error), one removed without a record, or one that
+    loads removed for nothing."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.replace("LOADS", str(loads)))
+    fake.chmod(0o755)
+    pip = FakePip({})
+    removed = vm.remove_unloadable(str(fake), pip)
+    if loads:
+        assert removed == [] and pip.calls == []
+    else:
+        assert pip.calls == [("uninstall", "--yes", "torchcodec")]
+        assert removed[0]["package"] == "torchcodec" and removed[0]["version"] == "0.14.0"
+        assert removed[0]["missing_libraries"] == ["libavutil.so.60"] and "FFmpeg" in removed[0]["why"]
