@@ -197,3 +197,45 @@ def test_hotfix_releases_are_accepted(vm):
     0.9.0.1 (four numbers), so a user who pinned one could never get a verdict."""
     vm.main(["0.10.1.1", "0.9.0.1", "0.10.1"], run=fake_run)
     assert list(json.loads(vm.MATRIX.read_text())["releases"]) == ["0.9.0.1", "0.10.1", "0.10.1.1"]
+
+
+def test_the_ci_workflow_runs_every_shard_and_merges_their_files(vm, tmp_path, monkeypatch):
+    """Catches: the workflow's shard count changed in one place only (a share of the releases
+    never runs), a shard uploading a file the merge does not pick up, a merge that starts before
+    every shard finished, or a shard command the script does not accept."""
+    import re
+    import shlex
+
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((SCRIPT.parents[1] / ".github" / "workflows" / "release-matrix.yml").read_text())
+    shards = workflow["jobs"]["shard"]["strategy"]["matrix"]["shard"]
+    n = int(workflow["env"]["SHARDS"])
+    assert shards == list(range(1, n + 1))
+    steps = workflow["jobs"]["shard"]["steps"]
+    run_step = next(s for s in steps if "scripts/version-matrix" in s.get("run", ""))
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    merge_job = workflow["jobs"]["merge"]
+    assert merge_job["needs"] == "shard"
+    download = next(s for s in merge_job["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    merge_run = next(s["run"] for s in merge_job["steps"] if "--merge" in s.get("run", ""))
+    releases = RELEASES[:7]
+    files = []
+    for k in shards:
+        def value(expr: str, k=k) -> str:
+            return {"matrix.shard": str(k), "env.SHARDS": str(n)}[expr.strip()]
+
+        command = re.sub(r"\$\{\{([^}]*)\}\}", lambda m: value(m[1]), run_step["run"])
+        command = command.replace("$RELEASES", " ".join(releases)).replace('"$EXAMPLES"', "100")
+        argv = shlex.split(command)
+        assert argv[0] == "scripts/version-matrix"
+        monkeypatch.chdir(tmp_path)
+        vm.main(argv[1:], run=fake_run)
+        uploaded = re.sub(r"\$\{\{([^}]*)\}\}", lambda m: value(m[1]), upload["with"]["path"])
+        assert (tmp_path / uploaded).exists()
+        assert re.fullmatch(download["with"]["pattern"].replace("*", ".*"),
+                            re.sub(r"\$\{\{([^}]*)\}\}", lambda m: value(m[1]), upload["with"]["name"]))
+        files.append(tmp_path / uploaded)
+    assert "shards/matrix-shard-*.json" in merge_run and download["with"]["path"] == "shards"
+    vm.main(["--merge", *map(str, files)])
+    assert sorted(json.loads(vm.MATRIX.read_text())["releases"], key=cm.release_key) == sorted(
+        releases, key=cm.release_key)
