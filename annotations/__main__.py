@@ -1,4 +1,4 @@
-"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage|cite|verify-citation``.
+"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage|cite|verify-citation|drift``.
 
 * ``fetch [--version V] [--checkout PATH] [FILES]``: obtain every upstream file the annotation
   files name, verify each against its header's sha256, and say what was fetched.
@@ -10,6 +10,10 @@
 * ``coverage [FILES]``: the per-file coverage table only.
 * ``cite NOTE_ID``: the note's citation in Markdown and plain text, with its quoted upstream lines.
 * ``verify-citation TEXT|-``: each pasted citation against the release bytes: fine, moved, drifted.
+* ``drift VERSION``: follow every note into a later release (``annotations.drift``): unchanged,
+  moved, changed or gone; writes ``annotations/drift/v<pinned>-to-<VERSION>.json`` and a summary.
+* ``drift --check``: recompute the committed reports from the sdists; exit 1 where they disagree,
+  or where a changed note of the newest pinned release has no ``- later:`` line.
 
 Run from the repository root with the dev environment, so ``ref`` links can import ``reference``.
 """
@@ -22,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from annotations import cite, citations, upstream
+from annotations import cite, citations, drift, upstream
 from annotations.check import Checker, FileCoverage
 from annotations.model import (
     ANNOTATIONS_ROOT,
@@ -229,6 +233,48 @@ def add_cite_commands(sub) -> None:
         each.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
 
 
+def cmd_drift(args: argparse.Namespace) -> int:
+    """Follow every pinned note into a later release (write the reports), or check the committed ones."""
+    try:
+        annotations = [parse(p) for p in annotation_paths(args.root)]
+    except AnnotationFormatError as err:
+        print(f"drift: {err}", file=sys.stderr)
+        return 2
+    drift_root, repo = args.root / "drift", args.root.parent
+    try:
+        if args.check:
+            problems = drift.check_committed(annotations, _reader(None), _lister(None), drift.sdist_record, repo, drift_root)
+            for problem in problems:
+                print(problem)
+            print(f"{len(problems)} drift problems" if problems else "drift check: ok")
+            return 1 if problems else 0
+        if not args.version:
+            print("drift: name the later release (e.g. 0.34.0), or pass --check", file=sys.stderr)
+            return 2
+        reports = drift.follow(args.version, annotations, _reader(None), _lister(None), drift.sdist_record, repo,
+                               progress=lambda line: print(f"  {line}", file=sys.stderr))
+    except (drift.DriftError, upstream.UpstreamError) as err:
+        print(f"drift: {err}", file=sys.stderr)
+        return 2
+    drift_root.mkdir(parents=True, exist_ok=True)
+    for report in reports:
+        path = drift.report_path(report.from_version, report.to_version, drift_root)
+        path.write_text(report.dumps(), encoding="utf-8")
+        print(drift.summary(report))
+        print(f"wrote {path}\n")
+    return 0
+
+
+def add_drift_command(sub) -> None:
+    """The ``drift`` subcommand."""
+    cmd = sub.add_parser("drift", help="follow every note into a later release, or check the committed reports")
+    cmd.add_argument("version", nargs="?", metavar="VERSION", help="the later release, e.g. 0.34.0")
+    cmd.add_argument("--check", action="store_true",
+                     help="recompute every committed report and fail where it disagrees with the bytes")
+    cmd.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
+    cmd.set_defaults(func=cmd_drift)
+
+
 def main(argv: list[str] | None = None) -> int:
     repo = str(ANNOTATIONS_ROOT.parent)
     if repo not in sys.path:
@@ -251,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd.add_argument("--version", default=None, help="only files annotated at this release, e.g. 0.10.2")
         cmd.set_defaults(func=func)
     add_cite_commands(sub)
+    add_drift_command(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

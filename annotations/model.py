@@ -33,7 +33,7 @@ Reader = Callable[[str, str], bytes]  # (version, upstream path) -> the upstream
 HEADER_KEYS = ("upstream", "version", "commit", "sha256", "coverage", "title")
 #: Header keys that may be omitted: the default reachability of the notes and what serving means.
 OPTIONAL_HEADER_KEYS = ("reach", "serving")
-LINK_KINDS = ("ref", "prop", "see", "reach")
+LINK_KINDS = ("ref", "prop", "see", "reach", "later")
 
 NOTE_ID = r"[a-z0-9_.-]+"
 _HEADING = re.compile(
@@ -74,6 +74,8 @@ class Note:
     sees: list[str] = field(default_factory=list)
     heading_line: int = 0  # 1-based line of the ``##`` heading in the annotation file
     reach: Reach | None = None  # the note's own reachability status (``- reach:``), if any
+    #: what changed in a later release, in our words (``- later: <version>: <Markdown>``), by version
+    later: dict[str, str] = field(default_factory=dict)
 
     @property
     def range_text(self) -> str:
@@ -198,7 +200,7 @@ def _validate_header(path: Path, values: dict[str, str], lines: list[str]) -> No
 def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[str, dict[str, list[str]]]:
     """Separate the trailing link lines of a note from its prose; links must come last.
 
-    A ``- reach:`` value may continue on following lines indented by two spaces.
+    A ``- reach:`` or ``- later:`` value may continue on following lines indented by two spaces.
     """
     links: dict[str, list[str]] = {kind: [] for kind in LINK_KINDS}
     prose: list[str] = []
@@ -209,8 +211,8 @@ def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[
         line_no = heading_line + 1 + offset
         if _FENCE.match(text):
             in_fence = not in_fence
-        if last_kind == "reach" and text.startswith("  ") and text.strip():
-            links["reach"][-1] += " " + text.strip()
+        if last_kind in ("reach", "later") and text.startswith("  ") and text.strip():
+            links[last_kind][-1] += " " + text.strip()
             continue
         match = None if in_fence else _LINK.match(text)
         kind = match["kind"] if match else None
@@ -224,7 +226,7 @@ def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[
                 )
             links[kind].append(match["value"])
             continue
-        if kind is not None and kind.startswith(("ref", "prop", "see", "rea")):
+        if kind is not None and kind.startswith(("ref", "prop", "see", "rea", "lat")):
             raise AnnotationFormatError(path, line_no, f"unknown link kind {kind!r} (known: {', '.join(LINK_KINDS)})")
         if first_link is not None and text.strip():
             raise AnnotationFormatError(
@@ -289,8 +291,9 @@ def parse_text(path: Path | str, text: str) -> AnnotationFile:
                     (index + 1 + k for k, t in enumerate(lines[index:stop]) if t.startswith("- reach:")), index + 1
                 )
                 raise AnnotationFormatError(path, line_no, str(err)) from None
+        later = _parse_later(path, index + 1, note_id, links["later"])
         notes.append(
-            Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1, reach)
+            Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1, reach, later)
         )
     intro_stop = headings[0][0] if headings else len(lines)
     return AnnotationFile(
@@ -306,6 +309,22 @@ def parse_text(path: Path | str, text: str) -> AnnotationFile:
         reach=parse_reach(header["reach"]) if "reach" in header else None,
         serving=header.get("serving", ""),
     )
+
+
+_LATER = re.compile(r"^(?P<version>[0-9]+\.[0-9]+\.[0-9]+): +(?P<text>\S.*)$")
+
+
+def _parse_later(path: Path, heading_line: int, note_id: str, values: list[str]) -> dict[str, str]:
+    """``- later: <version>: <Markdown>`` lines, one per later release, as {version: Markdown}."""
+    later: dict[str, str] = {}
+    for value in values:
+        match = _LATER.match(value)
+        if not match:
+            raise AnnotationFormatError(path, heading_line, f"note {note_id!r}: later line {value!r} is not '<version>: <text>'")
+        if match["version"] in later:
+            raise AnnotationFormatError(path, heading_line, f"note {note_id!r} has two later lines for {match['version']}")
+        later[match["version"]] = match["text"]
+    return later
 
 
 def annotation_paths(root: Path = ANNOTATIONS_ROOT) -> list[Path]:

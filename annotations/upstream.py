@@ -21,6 +21,7 @@ import sys
 import tarfile
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "vllm"
@@ -60,33 +61,72 @@ def _get(url: str, accept: str | None = None) -> bytes:
         return resp.read()
 
 
-def sdist_path(version: str) -> Path:
-    """Return the cached, sha256-verified sdist of ``vllm==version``, downloading it if needed."""
-    target = CACHE / "sdist" / f"{PACKAGE}-{version}.tar.gz"
-    digest_file = target.with_suffix(".sha256")
-    if target.exists() and digest_file.exists():
-        if hashlib.sha256(target.read_bytes()).hexdigest() == digest_file.read_text().strip():
-            return target
-    page = json.loads(_get(index_url() + PACKAGE + "/", "application/vnd.pypi.simple.v1+json"))
-    name = f"{PACKAGE}-{version}.tar.gz"
-    files = [f for f in page.get("files", []) if f["filename"] == name]
+@dataclass(frozen=True)
+class Sdist:
+    """A release's source archive as fetched: where it is cached and the sha256 it verified against."""
+
+    package: str
+    version: str
+    filename: str  # as the index lists it, e.g. vllm-0.34.0.tar.gz
+    sha256: str  # the index's published sha256, which the cached bytes match
+    path: Path
+
+
+def _project_name(package: str) -> str:
+    """The index's normalized project name (PEP 503): lowercase, runs of ``-_.`` become ``-``."""
+    return re.sub(r"[-_.]+", "-", package).lower()
+
+
+def sdist(version: str, package: str = PACKAGE) -> Sdist:
+    """The cached, sha256-verified sdist of ``package==version``, downloading it if needed.
+
+    The index's JSON page names the file and publishes its sha256; bytes that do not match are
+    refused, and an entry without a sha256 is refused too. The verified hash is recorded next to
+    the archive (``vllm-0.34.0.tar.sha256``), so a later call re-verifies the cache offline.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package) or not re.fullmatch(r"[0-9A-Za-z.+!_-]+", version):
+        raise UpstreamError(f"not a package name and version: {package!r} {version!r}")
+    name = _project_name(package)
+    # PEP 625 names the file with the underscored name; older sdists used the name as published.
+    candidates = {f"{n}-{version}.tar.gz" for n in (package, name.replace("-", "_"), name)}
+    for filename in sorted(candidates):
+        target = CACHE / "sdist" / filename
+        recorded = _digest_file(target)
+        if target.exists() and recorded.exists():
+            expected = recorded.read_text().strip()
+            if hashlib.sha256(target.read_bytes()).hexdigest() == expected:
+                return Sdist(package, version, filename, expected, target)
+    page = json.loads(_get(index_url() + name + "/", "application/vnd.pypi.simple.v1+json"))
+    files = [f for f in page.get("files", []) if f.get("filename") in candidates]
     if not files:
-        raise UpstreamError(f"the index lists no sdist {name} for package {PACKAGE!r}")
+        raise UpstreamError(f"the index lists no sdist {package}-{version}.tar.gz for package {package!r}")
     entry = files[0]
+    filename = entry["filename"]
     expected = entry.get("hashes", {}).get("sha256")
     if not expected:
-        raise UpstreamError(f"the index publishes no sha256 for {name}; refusing unverified bytes")
-    url = urllib.parse.urljoin(index_url() + PACKAGE + "/", entry["url"])
+        raise UpstreamError(f"the index publishes no sha256 for {filename}; refusing unverified bytes")
+    url = urllib.parse.urljoin(index_url() + name + "/", entry["url"])
     data = _get(url)
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
-        raise UpstreamError(f"{name}: sha256 {actual} does not match the index's {expected}")
+        raise UpstreamError(f"{filename}: sha256 {actual} does not match the index's {expected}")
+    target = CACHE / "sdist" / filename
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".part")
+    tmp = target.with_name(filename + ".part")
     tmp.write_bytes(data)
     tmp.replace(target)
-    digest_file.write_text(expected + "\n")
-    return target
+    _digest_file(target).write_text(expected + "\n")
+    return Sdist(package, version, filename, expected, target)
+
+
+def _digest_file(archive: Path) -> Path:
+    """Where the verified sha256 of a cached archive is recorded: ``vllm-0.34.0.tar.sha256``."""
+    return archive.with_suffix(".sha256")
+
+
+def sdist_path(version: str) -> Path:
+    """Return the cached, sha256-verified sdist of ``vllm==version``, downloading it if needed."""
+    return sdist(version).path
 
 
 def read_file(version: str, path: str, checkout: Path | None = None) -> bytes:
