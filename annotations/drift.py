@@ -284,7 +284,7 @@ def _touches(op: tuple[str, int, int, int, int], s0: int, e0: int) -> bool:
 # -- whole releases ----------------------------------------------------------------------------------
 def file_drift(annotation: AnnotationFile, old: bytes, new: bytes | None, repo: Path) -> FileDrift:
     """One annotated file against the later release's bytes (``None``: the path is not there)."""
-    rel = _relative(annotation.path, repo)
+    rel = relative_path(annotation.path, repo)
     old_sha = hashlib.sha256(old).hexdigest()
     if new is None:
         return FileDrift(rel, annotation.upstream, old_sha, None, gone_notes=len(annotation.notes))
@@ -310,7 +310,8 @@ def uncovered_spans(notes: Iterable[NoteDrift], lines: list[bytes]) -> tuple[tup
     return tuple((a, b) for a, b in spans)
 
 
-def _relative(path: Path, repo: Path) -> str:
+def relative_path(path: Path, repo: Path) -> str:
+    """How a report names a note file: its path inside the repository (``annotations/v0.33.0/...md``)."""
     try:
         return Path(path).resolve().relative_to(Path(repo).resolve()).as_posix()
     except ValueError:
@@ -383,7 +384,7 @@ def _describe(note: NoteDrift | None) -> str:
 
 def missing_later_notes(report: DriftReport, annotations: Iterable[AnnotationFile], repo: Path) -> list[str]:
     """Changed notes that say nothing about the later release (no ``- later: <version>:`` line)."""
-    by_path = {_relative(a.path, repo): a for a in annotations}
+    by_path = {relative_path(a.path, repo): a for a in annotations}
     out: list[str] = []
     for f in report.files:
         annotation = by_path.get(f.annotation)

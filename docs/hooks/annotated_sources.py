@@ -12,6 +12,9 @@ build), plus one link per note to its side-by-side comparison page; ``prop`` poi
 anchor on the conformance page, and ``see`` (and Markdown citations of notes) at another
 annotated page. A link that cannot be resolved is logged as a warning, which fails
 ``mkdocs build --strict``.
+
+Each note also shows what became of its lines in the newest release the committed drift reports
+follow, and the banner a per-file summary (``docs/hooks/drift_view.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 
-from annotations import model, upstream
+from annotations import drift, model, upstream
 from annotations.model import AnnotationFile
 
+from docs.hooks import drift_view
 from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
 from docs.hooks.compare_page import compare_src_uri
 from docs.hooks.reach_badge import legend_html, note_badge_html
@@ -48,6 +52,7 @@ PAGE_MARKER = "ANNOTATED-SOURCE-BODY"
 CONFORMANCE_PAGE = "conformance.md"
 
 _sources: SourceSet | None = None
+_drift_reports: list[drift.DriftReport] = []  # the committed drift reports (annotations/drift/), loaded in on_config
 
 
 def page_markdown(entry: SourceEntry, resolve_intro) -> str:
@@ -68,10 +73,11 @@ def page_markdown(entry: SourceEntry, resolve_intro) -> str:
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Load and verify every annotation, and add the generated pages to the navigation."""
-    global _sources
+    global _sources, _drift_reports
     try:
         _sources = SourceSet.load(model.ANNOTATIONS_ROOT, upstream.read_file)
-    except AnnotatedSourceError as err:
+        _drift_reports = drift_view.load_reports()
+    except (AnnotatedSourceError, drift.DriftError) as err:
         raise PluginError(str(err)) from None
     for item in config.nav or []:
         if isinstance(item, dict) and NAV_SECTION in item:
@@ -183,7 +189,8 @@ def _registered_properties() -> set[str] | None:
     return property_names()
 
 
-def _render_bodies(entry: SourceEntry, page: Page, config: MkDocsConfig, links: _PageLinks) -> dict[str, str]:
+def _render_bodies(entry: SourceEntry, page: Page, config: MkDocsConfig, links: _PageLinks,
+                   page_drift: drift_view.PageDrift | None = None) -> dict[str, str]:
     md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
     bodies: dict[str, str] = {}
     for note in entry.annotation.notes:
@@ -197,7 +204,9 @@ def _render_bodies(entry: SourceEntry, page: Page, config: MkDocsConfig, links: 
         for cited in missing:
             log.warning("%s: note `%s` cites %s, which is not an annotated note", entry.annotation.path, note.id, cited)
         badge = note_badge_html(entry.annotation, note, lambda text: md.reset().convert(text))
-        bodies[note.id] = badge + md.reset().convert(body)
+        drift_box = drift_view.note_html(page_drift, entry.annotation, note,
+                                     lambda text: md.reset().convert(rewrite_citations(text, resolve)[0]))
+        bodies[note.id] = badge + drift_box + md.reset().convert(body)
     return bodies
 
 
@@ -211,10 +220,14 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
     links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached())
-    code = render_source(ann, entry.data, _render_bodies(entry, page, config, links), links, config.site_url)
+    page_drift = drift_view.page_drift(_drift_reports, ann, entry.data, upstream.read_file, model.ANNOTATIONS_ROOT.parent)
+    if page_drift is not None and page_drift.problem:
+        log.warning("%s: drift lines not shown: %s", ann.path, page_drift.problem)
+    code = render_source(ann, entry.data, _render_bodies(entry, page, config, links, page_drift), links, config.site_url)
     html = html.replace(f"<p>{PAGE_MARKER}-CODE</p>", code, 1)
     md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
-    html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale) + legend_html(ann, md.convert), 1)
+    html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale)
+                        + drift_view.file_summary_html(page_drift, ann) + legend_html(ann, md.convert), 1)
     if page.present_anchor_ids is not None:
         page.present_anchor_ids |= anchor_ids(ann, entry.line_count)
     return html
