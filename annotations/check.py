@@ -41,6 +41,7 @@ from annotations.model import (
     range_hash,
     upstream_lines,
 )
+from annotations.reach import CITING as REACH_CITING
 from annotations.reach import REQUIRED_FOR as REACH_REQUIRED_FOR
 
 RefResolver = Callable[[str], "str | None"]  # dotted path -> error message, or None when it resolves
@@ -328,13 +329,13 @@ class Checker:
         return coverage, None
 
     def _reach_problems(self, af: AnnotationFile) -> list[Problem]:
-        """Reachability: required where the release demands it; an 'unreached' must cite callers."""
+        """Reachability: required where the release demands it; 'unreached' and 'models' must cite upstream."""
         problems: list[Problem] = []
         required = af.version in REACH_REQUIRED_FOR
         if required and not af.serving:
             problems.append(Problem(af.path, f"release {af.version} needs a 'serving:' header saying what the serving path is"))
-        if af.reach is not None and af.reach.status == "unreached" and not upstream_citations.find_markdown(af.path, af.reach.why):
-            problems.append(Problem(af.path, "header reach 'unreached' cites no upstream caller"))
+        if af.reach is not None and af.reach.status in REACH_CITING and not upstream_citations.find_markdown(af.path, af.reach.why):
+            problems.append(Problem(af.path, f"header reach '{af.reach.status}' cites no upstream lines"))
         for note in af.notes:
             reach = af.reach_of(note)
             if reach is None:
@@ -344,9 +345,10 @@ class Checker:
                         note.id, note.range_text,
                     ))
                 continue
-            if note.reach is not None and note.reach.status == "unreached" and not upstream_citations.find_markdown(af.path, note.reach.why):
+            if note.reach is not None and note.reach.status in REACH_CITING and not upstream_citations.find_markdown(af.path, note.reach.why):
+                cited = "the callers" if note.reach.status == "unreached" else "the code that selects it for those models"
                 problems.append(Problem(
-                    af.path, "reach 'unreached' must cite the callers (an upstream citation in its why)", note.id, note.range_text
+                    af.path, f"reach '{note.reach.status}' must cite {cited} (an upstream citation in its why)", note.id, note.range_text
                 ))
         return problems
 

@@ -2,9 +2,13 @@
 
 A note says what code does; a reader also needs to know whether the release actually runs it.
 Each note may carry one ``- reach:`` line (and an annotation file a ``reach:`` header giving the
-default for its notes), in one of three forms:
+default for its notes), in one of four forms:
 
-* ``default`` — reached on the serving path with default settings;
+* ``default`` — reached on the serving path with default settings, whatever the model;
+* ``models <which>[: <why>]`` — reached with default settings, but only when serving the models
+  named (Markdown up to the first ``": "``, a phrase that follows "models", e.g. ``with Mamba
+  (SSM) layers``); the why must cite the code that selects the mechanism for them (checked by
+  ``annotations.check``);
 * ``setting <setting>[: <why>]`` — reached only when the named setting is made (Markdown up to
   the first ``": "``, e.g. ```VLLM_USE_V1=0` and `preemption_mode="swap"```), optionally with why;
 * ``unreached: <why>`` — not reached from the serving path; the why must cite the callers
@@ -20,12 +24,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-STATUSES = ("default", "setting", "unreached")
+STATUSES = ("default", "models", "setting", "unreached")
 #: Releases whose every note must carry a reachability status (its own or its file's default).
-REQUIRED_FOR = ("0.10.2",)
+REQUIRED_FOR = ("0.10.2", "0.33.0")
+#: Statuses whose why must carry an upstream citation: the callers (``unreached``) or the code that
+#: selects the mechanism for the models named (``models``).
+CITING = ("models", "unreached")
 #: Short labels for badges and legends, one per status.
 LABELS = {
     "default": "reached by default",
+    "models": "reached only for some models",
     "setting": "reached only with a setting",
     "unreached": "not reached from serving",
 }
@@ -44,8 +52,8 @@ class Reach:
     """One reachability status."""
 
     status: str  # one of STATUSES
-    setting: str = ""  # for "setting": the setting, Markdown (e.g. "`VLLM_USE_V1=0`")
-    why: str = ""  # Markdown; for "unreached" it cites the callers
+    setting: str = ""  # "setting": the setting; "models": which models (Markdown, e.g. "`VLLM_USE_V1=0`")
+    why: str = ""  # Markdown; for "unreached" it cites the callers, for "models" the selecting code
 
     @property
     def label(self) -> str:
@@ -70,6 +78,11 @@ def parse_reach(value: str) -> Reach:
         if not setting:
             raise ReachError("'setting' must name the setting: setting <setting, Markdown>[: <why>]")
         return Reach("setting", setting["setting"], setting["why"] or "")
+    if status == "models":
+        models = _SETTING.match(rest)
+        if not models or not models["why"]:
+            raise ReachError("'models' must name the models and cite what selects them: models <which, Markdown>: <why>")
+        return Reach("models", models["setting"], models["why"])
     why = _WHY.match(rest)
     if not why:
         raise ReachError("'unreached' needs ': <why>', citing the callers")

@@ -1,7 +1,7 @@
 """Reachability badges and their legend on the annotated source pages.
 
 Each note may carry a reachability status (``annotations.reach``); this module turns it into a
-small badge placed above the note's prose, and writes the legend that explains the three badges
+small badge placed above the note's prose, and writes the legend that explains the four badges
 and what "the serving path" means for the page (the file's ``serving:`` header). Markdown inside
 the setting and the why (code spans, citations) is rendered by the caller's Markdown instance.
 """
@@ -18,7 +18,9 @@ from annotations.reach import LABELS, STATUSES, Reach
 CSS_CLASS = {status: f"ann-reach ann-reach-{status}" for status in STATUSES}
 #: The legend's explanation of each status.
 MEANING = {
-    "default": "these lines run on the serving path with default settings.",
+    "default": "these lines run on the serving path with default settings, whatever the model.",
+    "models": "these lines run with default settings, but only when serving the models the badge names"
+    " (it cites the code that selects them).",
     "setting": "these lines run only when the named setting is made (the badge names it).",
     "unreached": "nothing on the serving path runs these lines; the note cites the callers that show it.",
 }
@@ -40,6 +42,8 @@ def badge_html(reach: Reach | None, render: Render) -> str:
     text = escape(reach.label)
     if reach.status == "setting":
         text = f"reached only with {_inline(render, reach.setting)}"
+    elif reach.status == "models":
+        text = f"reached only for models {_inline(render, reach.setting)}"
     why = f'<span class="ann-reach-why">{_inline(render, reach.why)}</span>' if reach.why else ""
     return f'<div class="{CSS_CLASS[reach.status]}"><span class="ann-reach-label">{text}</span>{why}</div>\n'
 
@@ -59,11 +63,7 @@ def legend_html(ann: AnnotationFile, render: Render) -> str:
         for s in STATUSES
     )
     serving = f"<p><strong>Serving path on this page:</strong> {_inline(render, ann.serving)}</p>" if ann.serving else ""
-    unmarked = "" if ann.reach is not None else (
-        "<p>Here only the notes on mechanisms that a kind of model or an option turns on carry a badge;"
-        " a note without one is not classified.</p>"
-    )
     return (
         '<div class="ann-reach-legend"><p><strong>Reachability badges.</strong> Each badge says whether '
-        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul>{unmarked}</div>\n"
+        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul></div>\n"
     )

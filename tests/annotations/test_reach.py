@@ -27,15 +27,21 @@ def _notes(reach_for: dict[str, str]) -> list[NoteSpec]:
     ('setting `VLLM_USE_V1=0` and `preemption_mode="swap"`: the default recomputes',
      Reach("setting", '`VLLM_USE_V1=0` and `preemption_mode="swap"`', "the default recomputes")),
     ("unreached: nothing calls it (see x)", Reach("unreached", why="nothing calls it (see x)")),
+    ("models with Mamba (SSM) layers: the registry binds them (see x)",
+     Reach("models", "with Mamba (SSM) layers", "the registry binds them (see x)")),
 ])
 def test_parse_reach_forms(value, expected):
     """Catches: a valid status misread (wrong setting or why), which the badge would then show."""
     assert parse_reach(value) == expected
 
 
-@pytest.mark.parametrize("value", ["reachable", "sometimes: maybe", "unreached", "setting", "default because"])
+@pytest.mark.parametrize("value", [
+    "reachable", "sometimes: maybe", "unreached", "setting", "default because",
+    "models", "models with Mamba layers", "models: the registry binds them",
+])
 def test_parse_reach_rejects_bad_values(value):
-    """Catches: an unknown status, an 'unreached' without why or a 'setting' naming nothing being accepted."""
+    """Catches: an unknown status, an 'unreached' without why, a 'setting' naming nothing, or a 'models'
+    status that names no models or gives no why (so nothing could cite what selects them) being accepted."""
     with pytest.raises(ReachError):
         parse_reach(value)
 
@@ -104,12 +110,41 @@ def test_unreached_with_a_checked_citation_passes(toy):
     assert report.ok, "\n".join(str(p) for p in report.problems)
 
 
-def test_pinned_v0_files_all_carry_statuses():
-    """Catches: a v0.10.2 note committed without a reachability status (its badge would be missing)."""
+def test_models_must_cite_what_selects_them(toy):
+    """Catches: 'only for some models' claimed without the upstream code that selects the mechanism
+    for them (an unverifiable claim, like an uncited 'unreached')."""
+    toy.write(_notes({"ring.push": "models with big rings: only they push"}))
+    assert "reach 'models' must cite the code that selects it" in "\n".join(str(p) for p in toy.checker().run().problems)
+
+
+def test_models_with_a_checked_citation_passes(toy):
+    """Catches: a well-formed 'models' status (with a correct citation) reported as a problem."""
+    from annotations.model import range_hash, upstream_lines
+
+    digest = range_hash(upstream_lines(toy.files[(VERSION, UPSTREAM)]), 6, 7)
+    toy.write(_notes({"ring.push": f"models with big rings: [init]({GH}#L6-L7 \"{digest}\") sizes them"}))
+    report = toy.checker().run()
+    assert report.ok, "\n".join(str(p) for p in report.problems)
+
+
+def test_every_annotated_release_requires_statuses():
+    """Catches: a pinned release whose notes may go without a reachability status (0.33.0's did, and
+    its pages said "not classified", so a reader could not tell whether a note applies to every model)."""
+    from annotations.model import ANNOTATIONS_ROOT, annotation_paths, parse
+    from annotations.reach import REQUIRED_FOR
+
+    versions = {parse(path).version for path in annotation_paths(ANNOTATIONS_ROOT)}
+    assert versions == {"0.10.2", "0.33.0"}, versions
+    assert versions <= set(REQUIRED_FOR), sorted(versions - set(REQUIRED_FOR))
+
+
+def test_pinned_files_all_carry_statuses():
+    """Catches: a note of either pinned release committed without a reachability status, or a file
+    without its 'serving' line (its badges would be missing or unexplained)."""
     from annotations.model import ANNOTATIONS_ROOT, annotation_paths, parse
 
     for path in annotation_paths(ANNOTATIONS_ROOT):
         af = parse(path)
-        if af.version == "0.10.2":
-            assert af.serving, path
-            assert all(af.reach_of(n) is not None for n in af.notes), path
+        assert af.serving, path
+        missing = [n.id for n in af.notes if af.reach_of(n) is None]
+        assert not missing, (path, missing)

@@ -26,6 +26,9 @@ def test_each_status_renders_its_own_badge():
     unreached = badge_html(Reach("unreached", why="[fork_seq](https://example.org/x#L1) is never called"), _render)
     assert "ann-reach-unreached" in unreached and "not reached from serving" in unreached
     assert '<a href="https://example.org/x#L1">fork_seq</a>' in unreached
+    models = badge_html(Reach("models", "with Mamba (SSM) layers", "[registry](https://example.org/r#L2)"), _render)
+    assert "ann-reach-models" in models and "reached only for models with Mamba (SSM) layers" in models
+    assert '<a href="https://example.org/r#L2">registry</a>' in models
 
 
 def test_note_without_status_gets_the_file_default_or_nothing():
@@ -36,10 +39,12 @@ def test_note_without_status_gets_the_file_default_or_nothing():
 
 
 def test_legend_names_every_status_and_the_serving_path():
-    """Catches: a page with badges but no legend, or a legend that omits a status or the serving path."""
+    """Catches: a page with badges but no legend, a legend that omits a status or the serving path,
+    or one that still calls notes "not classified" (every note of a pinned release has a status)."""
     note = Note("a", 1, 2, "0" * 12, "body", reach=Reach("unreached", why="x"))
     legend = legend_html(_file(None, [note], serving="the V0 engine (`VLLM_USE_V1=0`)"), _render)
-    for label in ("reached by default", "reached only with a setting", "not reached from serving"):
+    for label in ("reached by default", "reached only for some models", "reached only with a setting",
+                  "not reached from serving"):
         assert label in legend
-    assert "<code>VLLM_USE_V1=0</code>" in legend and "not classified" in legend
+    assert "<code>VLLM_USE_V1=0</code>" in legend and "not classified" not in legend
     assert legend_html(_file(None, [Note("b", 1, 2, "0" * 12, "body")]), _render) == ""
