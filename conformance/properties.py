@@ -20,6 +20,7 @@ PROPERTY_MODULES = (
     "conformance.machines.long_context",
     "conformance.corpus",
     "conformance.kernels.properties",
+    "conformance.kernels.cpu_build",
 )
 
 
