@@ -36,7 +36,8 @@ from benchmarks.harness import (
     Diverged, TraceResult, compare_books, format_table, json_trace_entries, measure, run_traces, timed_replay,
 )
 from benchmarks.traces import APPEND, FREE, OP_NAMES, PREEMPT, SCHEDULE, WORKLOADS, Trace, make_trace, reference_manager
-from reference.blocks.policies import V1_POLICIES, V1Policy
+from conformance.changelog import policy_named
+from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import hash_text
 
 __all__ = ["ReferenceSide", "VllmSide", "compare_books", "installed_vllm", "main", "measure", "timed_replay"]
@@ -182,16 +183,19 @@ def _books(tables: dict, free_queue: list[int], num_free: int, blocks: Sequence[
 
 # -- command line ---------------------------------------------------------------------------------
 def installed_vllm() -> tuple[str | None, str]:
-    """(policy name matching the installed vLLM or None, a sentence saying what was found)."""
-    from conformance.versions import V1_POLICY_NAMES as SUPPORTED, installed_vllm_version
+    """(the V1 policy the installed vLLM is driven with, or None; a sentence saying what was found)."""
+    from conformance.lockstep import NotApplicable
+    from conformance.versions import HarnessError, installed_v1, installed_vllm_version
 
-    version = installed_vllm_version()
-    if version is None:
-        return None, "vLLM is absent from this environment: timing the reference alone"
-    base = version.split("+")[0]
-    if base not in SUPPORTED:
-        return None, f"vLLM {version} has no reference policy: timing the reference alone"
-    return SUPPORTED[base], f"vLLM {version} installed: reference (policy {SUPPORTED[base]}) vs vLLM"
+    try:
+        target, _ = installed_v1()
+    except (NotApplicable, HarnessError) as why:
+        if installed_vllm_version() is None:
+            return None, "vLLM is absent from this environment: timing the reference alone"
+        return None, f"{why}: timing the reference alone"
+    policy = f"v{target.release}"
+    driven = f" ({target.note})" if target.note else ""
+    return policy, f"vLLM {target.installed} installed{driven}: reference (policy {policy}) vs vLLM"
 
 
 def vllm_sides(policy: V1Policy, vllm_policy: str | None) -> list[Any]:
@@ -215,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"bad arguments: unknown traces {unknown}" if unknown else "repeats and requests must be >= 1")
 
     vllm_policy, found = installed_vllm()
-    policy = V1_POLICIES[vllm_policy or args.policy]
+    policy = policy_named(vllm_policy or args.policy)
     sides = vllm_sides(policy, vllm_policy)
     labels = [side.label for side in sides]
     print(found)

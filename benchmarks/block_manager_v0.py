@@ -39,7 +39,6 @@ from benchmarks.traces_v0 import (
 )
 from reference.blocks.v0 import SeqView
 
-PINNED = "0.10.2"
 # Ops whose answer is compared with the recorded one, and how an answer is made comparable.
 ANSWERED = {
     APPEND_SLOTS: lambda got: tuple(map(tuple, got)), CAN_APPEND: bool, COMMON: tuple,
@@ -236,15 +235,18 @@ def measure(runs: Sequence[tuple[Any, V0Trace]], repeats: int) -> TraceResult:
 
 # -- command line ---------------------------------------------------------------------------------
 def installed_vllm() -> tuple[bool, str]:
-    """(whether vLLM 0.10.2 is installed, a sentence saying what was found)."""
-    from conformance.versions import installed_vllm_version
+    """(whether the installed vLLM has a V0 block manager the harness drives, a sentence saying what was found)."""
+    from conformance.lockstep import NotApplicable
+    from conformance.versions import HarnessError, installed_v0, installed_vllm_version
 
-    version = installed_vllm_version()
-    if version is None:
-        return False, "vLLM is absent from this environment: timing the reference alone"
-    if version.split("+")[0] != PINNED:
-        return False, f"vLLM {version} has no V0 block manager (only {PINNED} does): timing the reference alone"
-    return True, f"vLLM {version} installed: reference V0 manager vs SelfAttnBlockSpaceManager"
+    try:
+        target, _ = installed_v0()
+    except (NotApplicable, HarnessError) as why:
+        if installed_vllm_version() is None:
+            return False, "vLLM is absent from this environment: timing the reference alone"
+        return False, f"{why}: timing the reference alone"
+    driven = f" ({target.note})" if target.note else ""
+    return True, f"vLLM {target.installed} installed{driven}: reference V0 manager vs SelfAttnBlockSpaceManager"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,7 +42,7 @@ from benchmarks.traces import OP_NAMES as V1_OP_NAMES
 from benchmarks.traces import SCHEDULE, VOCAB, Workload, record_trace
 from benchmarks.traces_v0 import OP_NAMES as V0_OP_NAMES
 from benchmarks.traces_v0 import V0Settings, record_v0_trace
-from reference.blocks.policies import V1_POLICIES
+from conformance.changelog import policy_named
 
 CONTEXTS = (4096, 16384, 65536, 131072)
 BLOCK_SIZE = 16
@@ -61,7 +61,7 @@ def long_workload(context: int, seqs: int, decode: int, chunk: int, pool: int, s
 
 def make_scaling_trace(generation: str, workload: Workload, policy_name: str, seed: int):
     if generation == "v1":
-        return record_trace(workload, V1_POLICIES[policy_name])
+        return record_trace(workload, policy_named(policy_name))
     settings = V0Settings(enable_caching=True, fork_prob=0.0, cpu_blocks_ratio=0.01)
     return record_v0_trace(workload.name, workload, settings, seed)
 
@@ -149,17 +149,13 @@ def format_entries(entries: Sequence[dict], labels: Sequence[str]) -> str:
 
 def choose(generation: str) -> tuple[str, list[Any], str, str]:
     """(generation, sides, reference policy name, a sentence saying what was found)."""
-    from conformance.versions import installed_vllm_version
-
-    version = installed_vllm_version()
-    base = None if version is None else version.split("+")[0]
-    if generation == "auto":
-        generation = "v0" if base == v0_bench.PINNED else "v1"
+    with_vllm, found = v0_bench.installed_vllm()
+    if generation == "auto":  # V0 where the installed vLLM has a V0 block manager, else V1
+        generation = "v0" if with_vllm else "v1"
     if generation == "v0":
-        with_vllm, found = v0_bench.installed_vllm()
         return "v0", [v0_bench.ReferenceV0Side()] + ([v0_bench.VllmV0Side()] if with_vllm else []), "v0", found
     vllm_policy, found = v1_bench.installed_vllm()
-    policy = V1_POLICIES[vllm_policy or "v0.33.0"]
+    policy = policy_named(vllm_policy or "v0.33.0")
     return "v1", v1_bench.vllm_sides(policy, vllm_policy), policy.name, found
 
 

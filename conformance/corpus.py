@@ -30,14 +30,14 @@ def retargeted(trace: dict, policy: str) -> dict:
     release's own test asserts, so they are dropped: the replay compares the reference (under
     ``policy``) with the installed vLLM step by step, as the machines do.
     """
-    from reference.blocks.policies import V1_POLICIES
+    from conformance.changelog import policy_named
     from reference.blocks.v1.hashing import hash_function_names
 
     out = {k: v for k, v in trace.items() if k != "expect"}
     out["config"] = {**trace["config"], "policy": policy}
     # A hash function the release lacks (sha256_cbor before 0.10.2) becomes sha256, which every
     # release has: the ops find the same hits under any collision-free hash.
-    if out["config"].get("hash_fn", "sha256") not in hash_function_names(V1_POLICIES[policy]):
+    if out["config"].get("hash_fn", "sha256") not in hash_function_names(policy_named(policy)):
         out["config"]["hash_fn"] = "sha256"
     return out
 
@@ -73,9 +73,12 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
     release with a V1 policy, retargeted to that policy (:func:`retargeted`; one replay per
     distinct op sequence).
     """
-    from conformance.versions import HarnessError, installed_vllm_version
+    from conformance.versions import HarnessError, installed_target
 
-    version = installed_vllm_version()
+    try:
+        version = installed_target().release
+    except (HarnessError, NotApplicable):
+        version = None
     try:
         policy, gap = installed_policy(), None
     except HarnessError as err:  # V1 traces cannot be replayed here; V0 ones still are
@@ -88,21 +91,26 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
                       {"failure": "harness_error"})
     pinned_policies = {trace["config"].get("policy") for trace in traces.values()}
     seen_ops: set[str] = set()
-    replayed, ops, skipped, failures = 0, 0, [], []
+    replayed, ops, failures = 0, 0, []
+    skipped: dict[str, list[str]] = {}  # reason -> trace names: a shared reason is said once
+
+    def skip(path: Path, reason: str) -> None:
+        skipped.setdefault(reason, []).append(path.name)
+
     for path, trace in traces.items():
         recorded = trace["config"].get("policy")
         if trace["semantics"] == "v1" and gap is not None:
-            skipped.append(f"{path.name} (harness gap)")
+            skip(path, "harness gap")
             continue
         if trace["semantics"] == "v1" and policy is not None and policy not in pinned_policies:
             key = json.dumps([trace["config"].get("groups"), trace["ops"]], sort_keys=True)
             if key in seen_ops:
-                skipped.append(f"{path.name} (same ops as another trace, already replayed)")
+                skip(path, "same ops as another trace, already replayed")
                 continue
             seen_ops.add(key)
             trace = retargeted(trace, policy)
         elif recorded is not None and recorded != policy:
-            skipped.append(f"{path.name} (recorded for {recorded}; installed: {policy})")
+            skip(path, f"recorded for {recorded}; installed: {policy}")
             continue
         if trace["semantics"] == "v0":
             # V0 traces hold scheduler calls every V0 release accepts; they are replayed under the
@@ -111,20 +119,21 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
                 trace = {**trace, "config": {**trace["config"], "policy": v0_policy}}
         wanted = trace.get("versions")
         if wanted and version not in wanted:
-            skipped.append(f"{path.name} (only {', '.join(wanted)})")
+            skip(path, f"only {', '.join(wanted)}")
             continue
         try:
             done, diff = replay(trace)
         except NotApplicable as why:
-            skipped.append(f"{path.name} ({why})")
+            skip(path, str(why))
             continue
         replayed += 1
         ops += done
         if diff:
             failures.append(f"{path.relative_to(TRACES)}: {diff}")
     if replayed == 0 and gap is None:
-        raise NotApplicable("no trace applies to this vLLM: " + "; ".join(skipped or ["corpus empty"]))
-    detail = f"{replayed} traces replayed" + (f", {len(skipped)} skipped" if skipped else "")
+        raise NotApplicable("no trace applies to this vLLM: " + (_reasons(skipped) or "corpus empty"))
+    count = sum(len(names) for names in skipped.values())
+    detail = f"{replayed} traces replayed" + (f", {count} skipped ({_reasons(skipped)})" if skipped else "")
     if failures:
         return Result(False, replayed, ops, detail + "; diverged: " + " | ".join(failures),
                       {"failure": "divergence"})
@@ -132,6 +141,11 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
         return Result(False, replayed, ops, f"harness error (not a verdict on vLLM or the reference): "
                       f"the V1 traces cannot be replayed: {gap}; {detail}", {"failure": "harness_error"})
     return Result(True, replayed, ops, detail, {"skipped": skipped})
+
+
+def _reasons(skipped: dict[str, list[str]]) -> str:
+    """Each skip reason once, with how many traces it covers."""
+    return "; ".join(f"{len(names)} x {reason}" for reason, names in skipped.items())
 
 
 PROPERTIES = [

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from conformance.lockstep import NotApplicable, save_trace
 from conformance.properties import all_properties
-from conformance.versions import installed_vllm_version
+from conformance import vllm_log
+from conformance.versions import HarnessError, installed_target, installed_vllm_version
 
 FAILURES = Path("conformance/traces/failures")
 
@@ -37,12 +38,24 @@ def device() -> str:
     return f"cpu ({platform.machine()}, torch {torch.__version__})"
 
 
+def target_description() -> dict:
+    """The installed version, the release it is driven as, and why (for the report and its header)."""
+    try:
+        target = installed_target()
+    except NotApplicable:
+        return {"installed": None, "driven_as": None, "exact": False, "note": "vLLM is not installed"}
+    except HarnessError as err:
+        return {"installed": installed_vllm_version(), "driven_as": None, "exact": False, "note": str(err)}
+    return {"installed": target.installed, "driven_as": target.release, "exact": target.exact, "note": target.note}
+
+
 def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int | None = None,
-        out=None, required: list[str] | None = None) -> dict:
+        out=None, required: list[str] | None = None, vllm_log_path: Path | None = None) -> dict:
     """Run the selected properties (all when ``names`` is empty); return the report dict.
 
     Kernel properties (``kernel.*``) draw ``kernel_examples`` cases (default: ``examples``): on a
     CPU each case runs vLLM's and the reference's Triton kernels under the slow interpreter.
+    vLLM's own log lines go to ``vllm_log_path`` (None: to the terminal, as vLLM prints them).
     """
     kernel_examples = kernel_examples or examples
     out = out or sys.stdout
@@ -54,8 +67,15 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
     if names and required - set(names):
         raise SystemExit(f"required but not selected: {', '.join(sorted(required - set(names)))}")
     selected = [props[n] for n in (names or props)]
+    target = target_description()
+    if vllm_log_path is not None:
+        vllm_log.to_file(vllm_log_path)
     report = {
         "vllm_version": installed_vllm_version(),
+        "driven_as": target["driven_as"],
+        "exact_release": target["exact"],
+        "target_note": target["note"],
+        "vllm_log": str(vllm_log_path) if vllm_log_path is not None else None,
         "device": device(),
         "python": platform.python_version(),
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -66,6 +86,12 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
     print(f"conformance: vLLM {report['vllm_version'] or '(not installed)'} on {report['device']}; "
           f"{len(selected)} properties, {examples} examples x {steps} steps per state machine, "
           f"{kernel_examples} cases per kernel property", file=out)
+    if target["installed"] is not None and not target["exact"]:
+        print(f"conformance: {target['note']}", file=out)
+    elif target["driven_as"] is not None:
+        print(f"conformance: {target['installed']} is a measured release: driven as itself", file=out)
+    if vllm_log_path is not None:
+        print(f"conformance: vLLM's own log lines go to {vllm_log_path}", file=out)
     t_all = time.perf_counter()
     for i, prop in enumerate(selected, 1):
         prefix = f"[{i}/{len(selected)}] {prop.name}"
@@ -90,6 +116,13 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
             entry.update(status="passed" if result.passed else "failed", examples=result.examples,
                          steps=result.steps, detail=result.detail)
             trace = result.extra.get("trace")
+            if not result.passed and not target["exact"] and target["driven_as"] and \
+                    result.extra.get("failure") == "divergence":
+                entry["candidate_behaviour_change"] = (
+                    f"vLLM {target['installed']} differs here from {target['driven_as']}, the release it "
+                    "is driven as: a candidate behaviour change (or a bug). To record it, name the field "
+                    "in conformance/changelog.py with its first release and upstream lines, give the "
+                    "reference its branch, and rerun this property")
             if trace:
                 path = save_trace(trace, FAILURES, f"{prop.name}-{time.strftime('%Y%m%d-%H%M%S')}")
                 entry["trace"] = str(path)
@@ -98,13 +131,21 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
         report["properties"].append(entry)
         print(f"{prefix}: {entry['status'].upper()} ({entry['examples']} examples, {entry['steps']} steps, "
               f"{entry['duration_s']:.1f} s) {entry['detail']}", file=out, flush=True)
+        if entry.get("candidate_behaviour_change"):
+            print(f"    {entry['candidate_behaviour_change']}", file=out)
         if entry.get("trace"):
             print(f"    shrunk trace saved to {entry['trace']}; replay: python -m conformance replay "
-                  f"{entry['trace']}", file=out)
+                  f"{entry['trace']}; explore: python -m conformance explore {entry['trace']}", file=out)
     report["duration_s"] = round(time.perf_counter() - t_all, 2)
     counts = {s: sum(p["status"] == s for p in report["properties"])
               for s in ("passed", "failed", "not_applicable")}
     report["summary"] = counts
+    api = sys.modules.get("conformance.adapters.vllm_v1_api")
+    report["api_detected"] = api.differences_seen() if api is not None else {}
+    if report["api_detected"]:
+        shown = ", ".join(f"{k} ({v['change_log']!r} -> {v['installed_code']!r})" for k, v in report["api_detected"].items())
+        print(f"conformance: the installed code's V1 API differs from the change log's at "
+              f"{target['driven_as']} in: {shown} (the installed code was followed)", file=out)
     print(f"conformance: {counts['passed']} passed, {counts['failed']} failed, "
           f"{counts['not_applicable']} not applicable ({report['duration_s']:.0f} s)", file=out)
     return report

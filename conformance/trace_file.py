@@ -11,6 +11,9 @@ to the trace explorer):
                 category}, "state": {snapshot key: value}}`` (what vLLM's own test asserts there);
 ``versions``    optional list of vLLM versions the trace applies to (others skip it);
 ``note``, ``source``, ``divergence``  optional text for people.
+``sides``       optional, in a trace saved from a divergence: each system's label, outcome of the
+                last op and snapshot after it (:func:`conformance.lockstep.side_states`), so the
+                explorer can show both sides without the installed vLLM.
 
 :func:`load_trace` reads and checks a file; :func:`check_trace` checks a trace already in memory.
 Both return the trace unchanged (a dict) or raise :class:`TraceFileError`, whose message names the
@@ -151,7 +154,7 @@ OP_FIELDS: dict[str, dict[str, Fields]] = {
 
 TOP_FIELDS = Fields(
     required={"semantics": STR, "config": OBJECT, "ops": LIST},
-    optional={"expect": LIST, "versions": STRS, "note": STR, "source": STR, "divergence": STR},
+    optional={"expect": LIST, "versions": STRS, "note": STR, "source": STR, "divergence": STR, "sides": LIST},
 )
 EXPECT_FIELDS = Fields(required={}, optional={"outcome": OBJECT, "state": OBJECT})
 
@@ -179,13 +182,16 @@ def _check_fields(obj: Any, fields: Fields, source: str, where: str, what: str) 
 
 
 def _check_config(semantics: str, config: dict, source: str) -> None:
-    from reference.blocks.policies import V0_POLICIES, V1_POLICIES
+    from conformance.changelog import policy_named
+    from reference.blocks.policies import V0Policy, V1Policy
 
     _check_fields(config, CONFIG_FIELDS[semantics], source, "config", f"a {semantics} config")
-    policies: Mapping[str, object] = V1_POLICIES if semantics == "v1" else V0_POLICIES
-    if "policy" in config and config["policy"] not in policies:
-        raise TraceFileError(source, "config.policy", f"{config['policy']!r} is not a {semantics} policy "
-                             f"(known: {', '.join(policies)})")
+    if "policy" in config:
+        try:
+            policy_named(config["policy"], V1Policy if semantics == "v1" else V0Policy)
+        except KeyError as err:
+            raise TraceFileError(source, "config.policy", f"{config['policy']!r} is not a {semantics} policy "
+                                 f"({err.args[0]})") from None
     for name in ("block_size", "num_blocks", "max_model_len", "num_gpu_blocks", "num_cpu_blocks"):
         least = 1 if name == "block_size" else 0
         if name in config and config[name] < least:

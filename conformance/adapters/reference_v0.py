@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.lockstep import OpError
-from reference.blocks.policies import V0_POLICIES, V0_V0_10_2
+from conformance.changelog import policy_named
+from reference.blocks.policies import V0Policy
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
 
@@ -53,7 +54,7 @@ class ReferenceV0System:
             block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
             num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
             sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"],
-            policy=V0_POLICIES[config.get("policy", V0_V0_10_2.name)])
+            policy=policy_named(config.get("policy", "v0.10.2"), V0Policy))
         self.seqs: dict[int, _Seq] = {}
         self.groups: dict[str, list[int]] = {}
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, InvalidArgument, UnknownRequest
-from reference.blocks.policies import V1_POLICIES, V1Policy
+from conformance.changelog import policy_named
+from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import LoRAIdentity, hash_text
 from reference.blocks.v1.manager import ComputedBlocks, KVCacheManager
 from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow
@@ -81,7 +82,7 @@ class ReferenceV1System:
             group_specs(config),
             config["num_blocks"],
             config["max_model_len"],
-            policy or V1_POLICIES[config["policy"]],
+            policy or policy_named(config["policy"]),
             enable_caching=config.get("enable_caching", True),
             hash_fn=config.get("hash_fn", "sha256"),
             pythonhashseed=config.get("pythonhashseed"),

@@ -11,9 +11,10 @@ GPU, and each gets one narrow, temporary shim here:
    both, or refuses when Triton is already loaded without them, and :func:`kernels` refuses to
    hand out a kernel that is not an interpreted one.
 2. ``chunked_prefill_paged_decode`` imports ``vllm.platforms.rocm`` at call time to ask whether a
-   ROCm-only kernel should be used; in v0.33.0 importing that module queries the CUDA device and
-   fails. :func:`_no_rocm_query` installs, for the duration of one call, a stand-in module whose
-   only function answers "no" -- the answer a non-ROCm platform gives. Before 0.10 the module
+   ROCm-only kernel should be used (and, from 0.34.0, whether the GPU is RDNA); importing that
+   module queries the CUDA device and fails. :func:`_no_rocm_query` installs, for the duration of
+   one call, a stand-in module whose functions -- exactly the names the installed function imports
+   from it, read from its source -- answer "no", the answer a non-ROCm platform gives. Before 0.10 the module
    binds that function when it is imported, and the function asks the CUDA device for its
    architecture; :func:`_no_bound_rocm_query` gives the same answer there for one call.
 3. ``triton_reshape_and_cache_flash`` (v0.33.0) asks ``torch.cuda.get_device_capability`` to size
@@ -36,7 +37,8 @@ from typing import Callable
 import torch
 
 from conformance.lockstep import NotApplicable
-from conformance.versions import HarnessError, KernelApi
+from conformance.release_api import KernelApi
+from conformance.versions import HarnessError
 
 
 def prepare() -> None:
@@ -104,14 +106,10 @@ def kernels() -> VllmKernels:
     """Import vLLM's kernel modules (once) and check that their kernels are real."""
     if "k" in _CACHE:
         return _CACHE["k"]
-    from conformance.versions import installed_release
+    from conformance.versions import installed_kernels
 
-    version, row = installed_release()
-    if row.kernels is None:
-        raise NotApplicable(f"vLLM {version} has none of the Triton kernels these properties drive "
-                            "(triton_unified_attention, chunked_prefill_paged_decode, "
-                            "triton_reshape_and_cache_flash; the first of them arrives in 0.8)")
-    api = row.kernels
+    target, api = installed_kernels()
+    version = target.installed
     prepare()
     unified, paged2d, cache = (_import(f"{api.ops_package}.{m}") for m in (
         "triton_unified_attention", "chunked_prefill_paged_decode", "triton_reshape_and_cache_flash"))
@@ -143,20 +141,47 @@ def kernels() -> VllmKernels:
 
 
 @contextlib.contextmanager
-def _no_rocm_query():
-    """While active, ``import vllm.platforms.rocm`` yields a stand-in that declines ROCm kernels."""
+def _no_rocm_query(k: "VllmKernels"):
+    """While active, ``import vllm.platforms.rocm`` yields a stand-in whose every query that the
+    installed ``chunked_prefill_paged_decode`` imports from it answers "no" (:func:`rocm_queries`)."""
     name = "vllm.platforms.rocm"
     if name in sys.modules or torch.cuda.is_available():
         yield
         return
     stand_in = types.ModuleType(name)
-    stand_in.use_rocm_custom_paged_attention = lambda *args, **kwargs: False
+    for query in rocm_queries(k.chunked_prefill_paged_decode):
+        setattr(stand_in, query, lambda *args, **kwargs: False)
     sys.modules[name] = stand_in
     try:
         yield
     finally:
         if sys.modules.get(name) is stand_in:
             del sys.modules[name]
+
+
+def rocm_queries(function) -> list[str]:
+    """The names ``function`` imports from ``vllm.platforms.rocm``, read from its source.
+
+    Each must be a yes/no question about the platform (``use_*``, ``on_*``, ``is_*``), which a
+    non-ROCm platform answers "no"; anything else is a :class:`HarnessError` naming it, so a new
+    kind of import is looked at instead of answered blindly.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError) as err:
+        raise HarnessError(f"cannot read the source of {function.__name__} to see what it imports from "
+                           f"vllm.platforms.rocm: {err}") from None
+    names = sorted({alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.module == "vllm.platforms.rocm" for alias in node.names})
+    odd = [n for n in names if not n.startswith(("use_", "on_", "is_"))]
+    if odd:
+        raise HarnessError(f"{function.__name__} imports {', '.join(odd)} from vllm.platforms.rocm, which is not "
+                           "a yes/no platform query this harness knows how to answer on a CPU")
+    return names or ["use_rocm_custom_paged_attention"]
 
 
 @contextlib.contextmanager
@@ -250,7 +275,7 @@ def paged_attention_2d(query, key_cache, value_cache, block_tables, seq_lens, sc
     out = torch.full_like(query, float("nan"))
     new_kv = torch.zeros((num_seqs, num_kv_heads, head_size), dtype=query.dtype,
                          device=query.device)  # the step's own K/V: already in the cache
-    with _no_rocm_query(), _no_bound_rocm_query(k):
+    with _no_rocm_query(k), _no_bound_rocm_query(k):
         k.chunked_prefill_paged_decode(
             query=query, key=new_kv, value=new_kv.clone(), output=out, kv_cache_dtype="auto",
             key_cache=key_cache, value_cache=value_cache, block_table=block_tables,

@@ -38,7 +38,7 @@ from typing import Any
 
 from conformance.lockstep import NotApplicable, OpError
 from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED
-from conformance.versions import installed_release
+from conformance.versions import installed_v0
 
 
 def _hex(value):
@@ -51,14 +51,11 @@ class VllmV0System:
     def __init__(self, config: dict) -> None:
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        version, row = installed_release()
-        if row.v0_api is None:
-            raise NotApplicable(f"vLLM {version} has no V0 block manager "
-                                "(vllm/core/block_manager.py was removed after 0.10.2)")
-        self.version, self.api = version, row.v0_api
+        target, api = installed_v0()
+        self.version, self.api = target.installed, api
         # What the machine may ask of this release (read by conformance.machines.v0).
-        self.supports_reset_prefix_cache = row.v0_api.reset_prefix_cache
-        self.group_status_per_sequence = row.v0_api.group_status_per_sequence
+        self.supports_reset_prefix_cache = api.reset_prefix_cache
+        self.group_status_per_sequence = api.group_status_per_sequence
         from vllm.core.block.interfaces import BlockAllocator
         from vllm.core.block_manager import SelfAttnBlockSpaceManager
         from vllm.inputs import token_inputs

@@ -9,9 +9,10 @@ refuses the calls a scheduler would never make (the reference refuses the same o
 same categories; vLLM itself trusts its caller and does not check).
 
 vLLM is imported only when a system is built. How to call the installed release (constructor
-arguments, request construction, which methods exist) is read from its row in
-:mod:`conformance.versions` (:class:`~conformance.versions.V1Api`); the config's ``policy`` must
-name the policy of that row.
+arguments, request construction, which methods exist) is read from the installed code where it
+can be (:mod:`conformance.adapters.vllm_v1_api`) and otherwise from the change log's record of the
+release it is driven as (:class:`~conformance.release_api.V1Api`); the config's ``policy`` must
+name that release's policy.
 
 Public API (used by the machines and the benchmarks): :meth:`VllmV1System.make_request`,
 :meth:`VllmV1System.advance_after_allocation`, :meth:`VllmV1System.advance_after_preemption`,
@@ -29,7 +30,8 @@ from unittest import mock
 from conformance.adapters.reference_v1 import LORAS, config_entropy
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
-from conformance.versions import installed_release, installed_v1_policy_name
+from conformance.adapters.vllm_v1_api import cached_block_ids, detect
+from conformance.versions import installed_v1
 from reference.blocks.v1.hashing import hash_text
 
 
@@ -57,12 +59,12 @@ class VllmV1System:
     label = "vllm"
 
     def __init__(self, config: dict) -> None:
-        policy_name = installed_v1_policy_name()
-        if config["policy"] != policy_name:
-            raise NotApplicable(f"config is for vLLM {config['policy']}, installed is {policy_name}")
+        target, logged = installed_v1()
+        if config["policy"] != f"v{target.release}":
+            raise NotApplicable(f"config is for vLLM {config['policy']}, installed is {target.label}")
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-        self.version, row = installed_release()
-        self.api = row.v1_api
+        self.version = target.installed
+        self.api = detect(logged)  # the installed code's API; the change log fills what it cannot show
         self.config = config
         self.block_size = config["block_size"]
         self.max_model_len = config["max_model_len"]
@@ -311,13 +313,7 @@ class VllmV1System:
     # -- observation --------------------------------------------------------------------------
     def _cached_entries(self) -> list[list]:
         table = self.manager.block_pool.cached_block_hash_to_block
-        raw = table._cache if self.api.cached_map_wrapped else table
-        entries = []
-        for key, holders in raw.items():
-            ids = list(holders) if isinstance(holders, dict) else [holders.block_id]
-            if ids:
-                entries.append([hash_text(key), ids])
-        return sorted(entries)
+        return sorted([hash_text(key), ids] for key, ids in cached_block_ids(table))
 
     def _block_hashes(self, request) -> list:
         """The request's block hashes: on the request, or (before 0.10.1) the manager's list."""

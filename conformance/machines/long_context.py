@@ -25,7 +25,8 @@ from hypothesis.stateful import initialize, precondition, rule
 from conformance.lockstep import run_machine
 from conformance.machines import v0, v1
 from conformance.properties import Property
-from reference.blocks.policies import V1_POLICIES
+from conformance.changelog import policy_named
+from conformance.versions import distinct_v1_policy_names
 from reference.blocks.v1.hashing import hash_function_names
 
 CONTEXTS = [4096, 16384, 65536, 131072]
@@ -66,10 +67,10 @@ def long_v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -
         "groups": groups,
         "max_model_len": MAX_MODEL_LEN,
         "enable_caching": enable_caching,
-        "hash_fn": draw(st.sampled_from(hash_function_names(V1_POLICIES[policy]))),
+        "hash_fn": draw(st.sampled_from(hash_function_names(policy_named(policy)))),
         "pythonhashseed": None,
         "entropy": "5e" * 32,
-        "watermark": draw(st.sampled_from([0.0, 0.01])) if V1_POLICIES[policy].watermark_supported else 0.0,
+        "watermark": draw(st.sampled_from([0.0, 0.01])) if policy_named(policy).watermark_supported else 0.0,
     }
     if peer:
         config["peer"] = peer
@@ -98,7 +99,7 @@ class V1LongContextPeer(V1LongContextMachine):
     """Reference against reference at real sizes (the machine itself, without vLLM)."""
 
     peer = "reference"
-    policies = ("v0.33.0", "v0.10.2", "v0.9.2", "v0.8.5")
+    policies = distinct_v1_policy_names()
 
 
 # -- V0 -----------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
-from reference.blocks.policies import V1_POLICIES
+from conformance.changelog import policy_named
+from conformance.versions import distinct_v1_policy_names
 from reference.blocks.v1.hashing import hash_function_names
 
 SEMANTICS = "v1"
@@ -60,7 +61,7 @@ def accepted_layout(groups: list[dict], block_size: int, enable_caching: bool, p
 
     specs = [FullAttention(block_size) if g["kind"] == "full" else SlidingWindow(block_size, g["window"])
              for g in groups]
-    rules = V1_POLICIES[policy]
+    rules = policy_named(policy)
     return hybrid_layout_problem(specs, enable_caching, rules.hybrid_groups_any_layout,
                                  rules.hybrid_needs_distinct_specs,
                                  rules.hybrid_layout_checked_without_caching,
@@ -77,7 +78,7 @@ def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dic
         # Where the manager hashes (before 0.10.1), a window no longer than a block trips vLLM's
         # own assertion in cache_full_blocks (conformance/known-upstream-bugs/
         # v0.9.2-sliding-window-decode-hash-from-null.json), so windows start past one block.
-        shortest = 2 if V1_POLICIES[policy].hashes_on_request else block_size + 1
+        shortest = 2 if policy_named(policy).hashes_on_request else block_size + 1
         sw = {"kind": "sliding", "window": draw(st.integers(shortest, 3 * block_size + 1))}
         # Every order of up to three groups with at least one sliding window (the coordinator
         # and the null-block bookkeeping index groups by position), less those the release's
@@ -96,10 +97,10 @@ def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dic
         "groups": groups,
         "max_model_len": draw(st.integers(3 * block_size, 8 * block_size)),
         "enable_caching": enable_caching,
-        "hash_fn": draw(st.sampled_from(hash_function_names(V1_POLICIES[policy]))),
+        "hash_fn": draw(st.sampled_from(hash_function_names(policy_named(policy)))),
         "pythonhashseed": draw(st.sampled_from([None, "0", "1234"])),
         "entropy": draw(st.sampled_from(["5e" * 32, "a1" * 32])),
-        "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if V1_POLICIES[policy].watermark_supported else 0.0,
+        "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if policy_named(policy).watermark_supported else 0.0,
     }
     if peer:
         config["peer"] = peer
@@ -150,7 +151,7 @@ class V1Machine(LockstepMachine):
 
     def policy(self):
         """The V1Policy this trace runs under."""
-        return V1_POLICIES[self.trace["config"]["policy"]]
+        return policy_named(self.trace["config"]["policy"])
 
     def allocation_extras(self, data, req: str) -> dict:
         lookahead = data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead")
@@ -336,10 +337,10 @@ class V1SlidingWindowMachine(V1Machine):
 
 
 class V1ReferencePeerLifecycle(V1Machine):
-    """Reference against reference, both policies: the machine itself, without vLLM."""
+    """Reference against reference under every measured V1 behaviour: the machine itself, without vLLM."""
 
     peer = "reference"
-    policies = ("v0.33.0", "v0.10.2", "v0.9.2", "v0.8.5")
+    policies = distinct_v1_policy_names()
 
 
 class V1ReferencePeerSlidingWindow(V1ReferencePeerLifecycle):

@@ -1,19 +1,25 @@
 """MkDocs hook: the "vLLM release by release" page, from the committed release matrix.
 
 ``scripts/version-matrix`` writes ``conformance/reports/matrix.json``: for each vLLM release, the
-verdict of every conformance property inside that release's own environment. The page shows
-releases down and properties across, then each release's non-passing details, then the
-behaviour changes between releases (``V1_FIELD_HISTORY`` and ``V0_FIELD_HISTORY`` in
-``reference.blocks.policies``): the first release, what changed, why, the upstream lines and the
-annotation notes that discuss it. A second marker renders the V0 liveness measured by the
-annotations' reach probe (``annotations/reach-probe-0.10.2.json``): which V0 mechanisms the 0.10.2
-engine actually ran, per configuration.
+verdict of every conformance property inside that release's own environment, the project commit
+it ran at and how its environment was built. The page shows one row per release (its properties
+grouped: block managers, then the trace corpus, then the Triton kernels, then the CUDA kernels; a
+group a release lacks is one mark), whether each run is older than the last change to the
+reference or the harness (asked of git at build time; "unknown" without git), and the change-log
+entries first seen at that release; then each release's details; then the change log itself (the
+first release of each change, what changed, why, the upstream lines and the annotation notes that
+discuss it). Verdict marks are inline SVG (Material Design icons from mkdocs-material), so they
+render without an emoji font. A second marker renders the V0 liveness measured by the annotations'
+reach probe (``annotations/reach-probe-0.10.2.json``): which V0 mechanisms the 0.10.2 engine
+actually ran, per configuration.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from html import escape
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
@@ -26,12 +32,44 @@ MARKER = "RELEASE-MATRIX"
 MATRIX = Path("conformance") / "reports" / "matrix.json"
 LIVENESS_MARKER = "V0-LIVENESS"
 PROBE = Path("annotations") / "reach-probe-0.10.2.json"
-BADGE = {"passed": "✅", "failed": "❌", "not_applicable": "➖"}
 WORD = {"passed": "passed", "failed": "failed", "not_applicable": "not applicable"}
+# Property groups, most informative first: (title, column heading, which property names belong to it).
+GROUPS = (
+    ("V1 manager", "V1", lambda n: n.startswith("v1.")),
+    ("V0 manager", "V0", lambda n: n.startswith("v0.")),
+    ("Trace corpus", "Corpus", lambda n: n.startswith("traces.")),
+    ("Triton kernels", "Triton", lambda n: n.startswith("kernel.") and not n.startswith("kernel.cuda.")),
+    ("CUDA kernels", "CUDA", lambda n: n.startswith("kernel.cuda.")),
+    ("Other", "Other", lambda n: True),
+)
+# Marks: Material Design icon name (as mkdocs-material ships it), colour, meaning.
+MARKS = {
+    "passed": ("check-circle", "#2e7d32", "passed"),
+    "failed": ("close-circle", "#c62828", "failed: a divergence"),
+    "harness_error": ("alert-circle", "#ef6c00", "failed: a harness error, not a verdict"),
+    "not_applicable": ("minus-circle-outline", "#757575", "not applicable"),
+    "current": ("check-circle", "#2e7d32", "run at or after the last change to the reference and the harness"),
+    "stale": ("history", "#ef6c00", "run before the reference or the harness last changed"),
+    "unknown": ("help-circle-outline", "#757575", "unknown whether the run predates the last change"),
+    "unbuilt": ("package-variant-remove", "#c62828", "the environment could not be built"),
+}
 
 
 class MatrixError(ValueError):
     """The matrix file is not a release matrix."""
+
+
+def change_log() -> list[tuple[type, object]]:
+    """(record, change) for every logged change between releases, in log order: the one place
+    that knows where the change log lives. A change has ``field``, ``first``, ``value_from``,
+    ``what``, ``why``, ``upstream`` and ``notes``; a record is the dataclass whose field changed."""
+    try:
+        from conformance.changelog import LOGS
+    except ImportError:  # the per-field histories the change log replaces
+        from reference.blocks.policies import V0_FIELD_HISTORY, V1_FIELD_HISTORY, V0Policy, V1Policy
+
+        return [(V1Policy, c) for c in V1_FIELD_HISTORY] + [(V0Policy, c) for c in V0_FIELD_HISTORY]
+    return [(record, change) for record, log in LOGS.items() for change in log]
 
 
 def release_key(version: str) -> list[int]:
@@ -49,8 +87,10 @@ def read_matrix(path: Path) -> dict[str, dict]:
             if entry.get("release") != version:
                 raise MatrixError(f"{path}: entry {version!r} names release {entry.get('release')!r}")
             for name, prop in entry["properties"].items():
-                if prop.get("status") not in BADGE:
+                if prop.get("status") not in WORD:
                     raise MatrixError(f"{path}: {version} {name}: unknown status {prop.get('status')!r}")
+            if not entry["properties"] and not entry.get("build_error"):
+                raise MatrixError(f"{path}: {version}: no verdicts and no reason why (build_error)")
     except (OSError, ValueError) as err:
         if isinstance(err, MatrixError):
             raise
@@ -60,6 +100,93 @@ def read_matrix(path: Path) -> dict[str, dict]:
     return {v: releases[v] for v in sorted(releases, key=release_key)}
 
 
+def harness_paths(path: Path) -> list[str] | None:
+    """The git pathspecs a verdict depends on, as the matrix file names them (None if it does not)."""
+    try:
+        paths = json.loads(path.read_text(encoding="utf-8")).get("harness_paths")
+    except (OSError, ValueError):
+        return None
+    return list(paths) if isinstance(paths, list) and paths else None
+
+
+def freshness(releases: dict[str, dict], root: Path, paths: list[str] | None) -> dict[str, tuple[str, str]]:
+    """Per release: ("current" | "stale" | "unknown", why), comparing the commit the run
+    recorded with the last commit that changed ``paths`` (the reference and the harness)."""
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    last = git("log", "-1", "--format=%H %cs", "--", *paths) if paths else None
+    if paths is None:
+        shared = ("unknown", "the matrix does not name the paths its verdicts depend on")
+    elif last is None or last.returncode != 0 or not last.stdout.strip():
+        shared = ("unknown", "git could not be asked when the reference or the harness last changed")
+    else:
+        shared = None
+        last_commit, last_day = last.stdout.split()
+    out = {}
+    for version, entry in releases.items():
+        project = entry.get("project") or {}
+        commit = project.get("commit")
+        if shared is not None:
+            out[version] = shared
+        elif not commit:
+            out[version] = ("unknown", "the run did not record the project commit it ran at")
+        else:
+            ancestor = git("merge-base", "--is-ancestor", last_commit, commit)
+            if ancestor is None or ancestor.returncode not in (0, 1):
+                out[version] = ("unknown", f"commit {commit[:10]} is not in this repository")
+            elif ancestor.returncode == 1:
+                out[version] = ("stale", f"run at {commit[:10]}; the reference or the harness changed after it, "
+                                         f"last at {last_commit[:10]} ({last_day})")
+            elif project.get("dirty"):
+                out[version] = ("stale", f"run at {commit[:10]} with uncommitted changes to "
+                                         f"{', '.join(project.get('changed') or ['the harness'])}")
+            else:
+                out[version] = ("current", f"run at {commit[:10]}, after the last change to the reference "
+                                           f"and the harness ({last_commit[:10]}, {last_day})")
+    return out
+
+
+def icon_symbols() -> str:
+    """One hidden SVG holding every mark once (``<use>`` refers to them), from mkdocs-material's icons."""
+    import material
+
+    icons = Path(material.__file__).parent / "templates" / ".icons" / "material"
+    symbols = []
+    for name in sorted({icon for icon, _, _ in MARKS.values()}):
+        svg = (icons / f"{name}.svg").read_text()
+        paths = "".join(re.findall(r"<path [^>]*/>", svg))
+        symbols.append(f'<symbol id="rm-{name}" viewBox="0 0 24 24">{paths}</symbol>')
+    return ('<svg xmlns="http://www.w3.org/2000/svg" style="display:none" aria-hidden="true">'
+            + "".join(symbols) + "</svg>\n\n<style>.md-typeset svg.rm{width:1.15em;height:1.15em;max-width:none;vertical-align:-0.2em;"
+            "fill:currentColor}.md-typeset table:has(svg.rm) :is(td,th){padding:.5em .6em}"
+            ".md-typeset table:has(svg.rm) td:has(> svg.rm){white-space:nowrap;width:1%}"
+            ".md-typeset table:has(td > svg.rm){display:table;width:100%}"
+            ".md-typeset table:has(td > svg.rm) th{min-width:0}</style>\n")
+
+
+def mark(kind: str, title: str = "") -> str:
+    icon, colour, meaning = MARKS[kind]
+    text = escape(title or meaning, quote=True)
+    return (f'<svg class="rm" style="color:{colour}" role="img" aria-label="{text}"><title>{text}</title>'
+            f'<use href="#rm-{icon}"/></svg>')
+
+
+def verdict(prop: dict) -> str:
+    return "harness_error" if prop["status"] == "failed" and prop.get("failure") == "harness_error" else prop["status"]
+
+
+def anchor(version: str) -> str:
+    return "release-" + version.replace(".", "-")
+
+
+def change_anchor(record: type, change) -> str:
+    return f"change-{record.__name__.lower()}-{change.field}-{change.first.replace('.', '-')}".replace("_", "-")
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -67,55 +194,154 @@ def _cell(text: object) -> str:
 def _policies(entry: dict) -> str:
     """The reference policies a release ran under: V1's, and V0's where it has a V0 manager."""
     v1 = f"`{entry.get('policy') or '—'}`"
-    v0 = (entry.get("row") or {}).get("v0_policy")
+    v0 = entry.get("v0_policy") or (entry.get("row") or {}).get("v0_policy")
     return v1 + (f" · V0 `{v0}`" if v0 else "")
 
 
-def matrix_markdown(releases: dict[str, dict], history: list, v0_history: list = ()) -> str:
-    """The page body. ``history`` / ``v0_history``: FieldChange-like objects (field, first,
-    value_from, what, why, upstream, notes) of V1Policy and V0Policy."""
-    out: list[str] = []
+def grouped(names: list[str]) -> list[tuple[str, str, list[str]]]:
+    """The groups (in GROUPS order) that hold any of ``names``: title, heading, names sorted."""
+    left = sorted(names)
+    out = []
+    for title, heading, member in GROUPS:
+        mine = [n for n in left if member(n)]
+        left = [n for n in left if n not in mine]
+        if mine:
+            out.append((title, heading, mine))
+    return out
+
+
+def group_cell(entry: dict, names: list[str]) -> str:
+    """One mark per property of the group, in the group's order; one mark for a group the release lacks."""
+    props = entry["properties"]
+    present = [n for n in names if n in props]
+    if not present:
+        return ""
+    if all(props[n]["status"] == "not_applicable" for n in present):
+        return mark("not_applicable", f"not applicable: {', '.join(present)}")
+    return "".join(mark(verdict(props[n]), f"{n}: {WORD[props[n]['status']]}") if n in props
+                   else mark("not_applicable", f"{n}: not run") for n in names)
+
+
+def changes_by_release(releases: list[str], changes: list[tuple[type, object]]) -> dict[str, list]:
+    """Each change filed under the first matrix release at or after its first release."""
+    out: dict[str, list] = {v: [] for v in releases}
+    for record, change in changes:
+        at = next((v for v in releases if release_key(v) >= release_key(change.first)), None)
+        if at is not None:
+            out[at].append((record, change))
+    return out
+
+
+def change_links(version: str, changes: list, small: bool = False) -> str:
+    """Links to the change-log rows of ``changes`` (the first release named where it is not ``version``)."""
+    links = ", ".join(f'<a href="#{change_anchor(record, change)}">{change.field}</a>'
+                      + ("" if change.first == version else f" ({change.first})") for record, change in changes)
+    return f"<small>{links}</small>" if small and links else links
+
+
+def environment_lines(entry: dict) -> list[str]:
+    """What the release's environment left out, removed, or why it could not be built."""
+    out = []
+    env = entry.get("environment") or {}
+    for item in env.get("left_out", []):
+        near = ", ".join(item.get("index_nearest") or []) or ", ".join(item.get("index_offers") or []) or "nothing"
+        out.append(f"- Left out `{item['required']}` (required by {item.get('by') or 'vLLM'}; the index offers "
+                   f"{near} around it, {item.get('offers_seen', '')}): {item['why_not_needed']}")
+    for item in env.get("removed", []):
+        libs = ", ".join(f"`{lib}`" for lib in item.get("missing_libraries", [])) or "its libraries"
+        out.append(f"- Removed `{item['package']}=={item.get('version')}` (missing {libs}): {item['why']}")
+    error = entry.get("build_error")
+    if error:
+        what = (f"the index has no `{error['required']}`"
+                + (f" (required by {error['by']})" if error.get("by") else "")
+                + f"; it offers {', '.join(error.get('index_offers') or []) or 'no version'}"
+                + (f" ({error['offers_seen']})" if error.get("offers_seen") else "")) if error.get("package") \
+            else "pip could not resolve the requirements"
+        out.append(f"- **Could not be built** at step `{error['step']}`: {what}. pip said: "
+                   f"`{_cell(error.get('pip', '')).replace('`', chr(39))}`")
+    return out
+
+
+def release_details(version: str, entry: dict, fresh: tuple[str, str], changes: list) -> list[str]:
+    out = [f'<div id="{anchor(version)}" markdown="1">\n', f"### vLLM {version}\n"]
+    summary = entry.get("summary") or {}
+    installed = entry.get("installed") or []
+    packages = entry.get("packages") or []
+    out.append(f"Released {entry.get('released') or '(date unknown)'}; run on {entry.get('date', '?')} "
+               f"({_cell(entry.get('device') or 'not run')}, "
+               f"{entry.get('duration_s', '?')} s): {summary.get('passed', 0)} passed, "
+               f"{summary.get('failed', 0)} failed, {summary.get('not_applicable', 0)} not "
+               f"applicable. Reference policies: {_policies(entry)}"
+               + (f"; installed: {', '.join(installed)}" if installed else "")
+               + (f" ({len(packages)} packages in all, listed in `matrix.json`)" if packages else "") + ".\n")
+    out.append(f"{mark(fresh[0])} {fresh[0].capitalize()}: {_cell(fresh[1])}.\n")
+    env = environment_lines(entry)
+    if env:
+        out.append("\n".join(env) + "\n")
+    if changes:
+        out.append(f"Changed at this release: {change_links(version, changes)}.\n")
+    rows = [(n, p) for n, p in entry["properties"].items() if p["status"] != "passed"]
+    if rows:
+        # Properties the release lacks for one shared reason are one row.
+        lacking: dict[str, list[str]] = {}
+        out.append("| Property | Verdict | Detail |\n| --- | --- | --- |")
+        for name, prop in rows:
+            if prop["status"] == "not_applicable":
+                lacking.setdefault(prop.get("detail", ""), []).append(name)
+                continue
+            out.append(f"| `{name}` | {mark(verdict(prop))} {WORD[prop['status']]} | {_cell(prop.get('detail', ''))} |")
+        for detail, names in lacking.items():
+            out.append(f"| {', '.join(f'`{n}`' for n in names)} | {mark('not_applicable')} not applicable | "
+                       f"{_cell(detail)} |")
+    elif entry["properties"]:
+        out.append("Every property passed.")
+    out.append("\n</div>\n")
+    return out
+
+
+def matrix_markdown(releases: dict[str, dict], changes: list[tuple[type, object]] = (),
+                    fresh: dict[str, tuple[str, str]] | None = None) -> str:
+    """The page body. ``changes``: (record, change) pairs as ``change_log`` gives them;
+    ``fresh``: per release, as ``freshness`` gives it (default: unknown)."""
+    fresh = fresh or {}
+    unknown = ("unknown", "not compared with the project's history")
+    out: list[str] = [icon_symbols()]
+    by_release = changes_by_release(list(releases), list(changes))
     if not releases:
         out.append('!!! note "No matrix yet"\n    No release has been run yet: '
                    "`scripts/version-matrix RELEASE` writes `conformance/reports/matrix.json`.\n")
     else:
-        names = sorted({n for e in releases.values() for n in e["properties"]})
-        out.append("| Release | Released | Policy | " + " | ".join(f"`{n}`" for n in names) + " |")
-        out.append("| --- | --- | --- | " + " | ".join("---" for _ in names) + " |")
+        groups = grouped(list({n for e in releases.values() for n in e["properties"]}))
+        out.append("| Release | " + " | ".join(h for _, h, _ in groups) + " | Run | Changed here |")
+        out.append("| --- | " + " | ".join("---" for _ in groups) + " | --- | --- |")
         for version, entry in releases.items():
-            cells = [BADGE[entry["properties"][n]["status"]] if n in entry["properties"] else " "
-                     for n in names]
-            out.append(f"| [{version}](#release-{version.replace('.', '-')}) | "
-                       f"{entry.get('released') or ''} | {_policies(entry)} | " + " | ".join(cells) + " |")
-        out.append("\n✅ passed · ❌ failed (a divergence, or a harness error: the detail says which) · "
-                   "➖ not applicable (the reason is given below)\n")
-        for version, entry in releases.items():
-            out.append(f'<div id="release-{version.replace(".", "-")}" markdown="1">\n')
-            out.append(f"### vLLM {version}\n")
-            summary = entry.get("summary") or {}
-            out.append(f"Run on {entry.get('date', '?')} ({_cell(entry.get('device', ''))}, "
-                       f"{entry.get('duration_s', '?')} s): {summary.get('passed', 0)} passed, "
-                       f"{summary.get('failed', 0)} failed, {summary.get('not_applicable', 0)} not "
-                       f"applicable. Reference policies: {_policies(entry)}"
-                       + (f"; installed: {', '.join(entry['installed'])}" if entry.get("installed") else "")
-                       + ".\n")
-            rows = [(n, p) for n, p in entry["properties"].items() if p["status"] != "passed"]
-            if rows:
-                out.append("| Property | Verdict | Detail |\n| --- | --- | --- |")
-                for name, prop in rows:
-                    out.append(f"| `{name}` | {WORD[prop['status']]} | {_cell(prop.get('detail', ''))} |")
+            if entry.get("build_error"):
+                cells = [f"{mark('unbuilt')} [not built](#{anchor(version)})"] + [""] * (len(groups) - 1)
             else:
-                out.append("Every property passed.")
-            out.append("\n</div>\n")
+                cells = [group_cell(entry, names) for _, _, names in groups]
+            state, why = fresh.get(version, unknown)
+            out.append(f"| [{version}](#{anchor(version)}) | " + " | ".join(cells)
+                       + f" | {mark(state, why)} | {change_links(version, by_release[version], small=True)} |")
+        order = "; ".join(f"{title}: {', '.join(f'`{n}`' for n in names)}" for title, _, names in groups)
+        out.append(f"\nMarks: {mark('passed')} passed · {mark('failed')} failed (a divergence) · "
+                   f"{mark('harness_error')} harness error (not a verdict on vLLM or the reference) · "
+                   f"{mark('not_applicable')} not applicable (one mark for a whole group the release lacks; the "
+                   f"reason is in its details) · {mark('unbuilt')} environment not built. Within a cell, in "
+                   f"order: {order}. Run: {mark('current')} after the last change to `reference/` or "
+                   f"`conformance/` · {mark('stale')} before it (or with uncommitted changes) · "
+                   f"{mark('unknown')} unknown (no commit recorded, or no git at build time). Hover a mark for "
+                   "its property and verdict.\n")
+        for version, entry in releases.items():
+            out.extend(release_details(version, entry, fresh.get(version, unknown), by_release[version]))
     out.append("## Behaviour changes, release by release\n")
-    out.append("Each is a field of `V1Policy` or `V0Policy` (`reference/blocks/policies.py`); the "
-               "reference follows whichever value the installed release has.\n")
+    out.append("Each is a field of one record (the `V1Policy` / `V0Policy` the reference follows, or how "
+               "the adapters call a release); the page's rows link here from the first release run with it.\n")
     out.append("| First release | Field | What changed | Why | Upstream | Notes |\n| --- | --- | --- | --- | --- | --- |")
-    tagged = [("V1Policy", c) for c in history] + [("V0Policy", c) for c in v0_history]
-    for kind, change in sorted(tagged, key=lambda t: release_key(t[1].first)):
+    for record, change in sorted(changes, key=lambda t: release_key(t[1].first)):
         notes = ", ".join(f"[{n.split('#')[-1]}](sources/{n.split('#')[0]}.md#{n.split('#')[-1]})"
                           for n in change.notes)
-        out.append(f"| {change.first} | `{kind}.{change.field}` = `{change.value_from!r}` | {_cell(change.what)} | "
+        out.append(f'| <span id="{change_anchor(record, change)}"></span>{change.first} | '
+                   f"`{record.__name__}.{change.field}` = `{change.value_from!r}` | {_cell(change.what)} | "
                    f"{_cell(change.why)} | {_cell(change.upstream)} | {notes} |")
     return "\n".join(out) + "\n"
 
@@ -146,15 +372,13 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     """Replace the marker on the releases page with the matrix."""
     if page.file.src_uri != PAGE:
         return markdown_text
-    from reference.blocks.policies import V0_FIELD_HISTORY, V1_FIELD_HISTORY
-
     root = Path(config.config_file_path).resolve().parent
     try:
         releases = read_matrix(root / MATRIX)
     except MatrixError as err:
         raise PluginError(f"releases page: {err}") from None
-    markdown_text = markdown_text.replace(
-        MARKER, matrix_markdown(releases, list(V1_FIELD_HISTORY), list(V0_FIELD_HISTORY)))
+    fresh = freshness(releases, root, harness_paths(root / MATRIX))
+    markdown_text = markdown_text.replace(MARKER, matrix_markdown(releases, change_log(), fresh))
     if LIVENESS_MARKER in markdown_text:
         try:
             probe = json.loads((root / PROBE).read_text())

@@ -20,7 +20,12 @@ from benchmarks.block_manager import ReferenceSide, compare_books, installed_vll
 from benchmarks.traces import (
     APPEND, FREE, SCHEDULE, WORKLOADS, Trace, Workload, make_trace, make_workload, record_trace,
 )
-from reference.blocks.policies import V1_POLICIES, V1_V0_10_2, V1_V0_33_0
+from conformance.changelog import policy_named, v1_policy_at
+from conformance.versions import distinct_v1_policy_names
+
+# The policies of the two pinned releases, computed by the change log.
+V1_V0_10_2 = v1_policy_at("0.10.2")
+V1_V0_33_0 = v1_policy_at("0.33.0")
 
 SMALL = 24  # requests per trace in these tests: enough for the tight pool to fail allocations
 
@@ -112,16 +117,16 @@ def test_workloads_exercise_what_they_claim():
     name=st.sampled_from(sorted(WORKLOADS)),
     n=st.integers(1, 6),
     seed=st.integers(0, 2**16),
-    policy=st.sampled_from(sorted(V1_POLICIES)),
+    policy=st.sampled_from(sorted(distinct_v1_policy_names())),
 )
 def test_any_seeded_trace_is_valid(name, n, seed, policy):
     """Catches: a trace shape bug that only some seeds or sizes reach (a lone request that cannot
     fit the pool, a preempted request re-admitted with a chunk of zero tokens, a churn abort of a
     request already finished), found by drawing seeds, sizes and policies."""
     workload = make_workload(name, n, seed)
-    trace = record_trace(workload, V1_POLICIES[policy])
+    trace = record_trace(workload, policy_named(policy))
     assert _structure_problems(trace, workload) == []
-    books = timed_replay(ReferenceSide(V1_POLICIES[policy]), trace).books
+    books = timed_replay(ReferenceSide(policy_named(policy)), trace).books
     assert books["tables"] == {} and books["num_free_blocks"] == trace.num_blocks - 1
 
 
@@ -199,6 +204,6 @@ def test_script_runs_and_writes_json(tmp_path, capsys):
     report = json.loads(path.read_text())
     assert report["sides"] == (["reference"] if policy is None else ["reference", "vllm"])
     for entry in report["traces"]:
-        trace = make_trace(entry["name"], 6, V1_POLICIES[report["policy"]])
+        trace = make_trace(entry["name"], 6, policy_named(report["policy"]))
         assert entry["num_ops"] == len(trace.ops) and entry["problems"] == []
         assert all(len(v) == 2 for v in entry["cpu_seconds"].values())

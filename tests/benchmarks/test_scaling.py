@@ -16,7 +16,10 @@ from benchmarks.block_manager_v0 import ReferenceV0Side
 from benchmarks.traces import APPEND, FREE, SCHEDULE
 from benchmarks.traces_v0 import ALLOCATE
 from benchmarks.traces_v0 import FREE as V0_FREE
-from reference.blocks.policies import V1_V0_33_0
+from conformance.changelog import v1_policy_at
+
+# The policies of the two pinned releases, computed by the change log.
+V1_V0_33_0 = v1_policy_at("0.33.0")
 
 
 def test_long_v1_trace_holds_the_whole_context_and_frees_it():

@@ -8,7 +8,7 @@ import pytest
 
 from conformance import corpus
 from conformance.lockstep import replay
-from reference.blocks.policies import V1_POLICIES
+from conformance.versions import distinct_v1_policy_names
 
 V1_TRACES = [p for p in corpus.corpus() if p.parent.name == "v1"]
 
@@ -22,7 +22,7 @@ def test_retargeted_trace_takes_the_policy_and_drops_release_pinned_expectations
     assert trace["config"]["policy"] == "v0.33.0" and "expect" in trace  # the original is untouched
 
 
-@pytest.mark.parametrize("policy", sorted(V1_POLICIES))
+@pytest.mark.parametrize("policy", distinct_v1_policy_names())
 def test_every_v1_trace_replays_under_every_policy(policy):
     """Catches: a corpus op that some release's policy refuses in the reference itself (the
     retargeted corpus would then report a divergence that is the harness's)."""

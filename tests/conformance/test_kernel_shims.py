@@ -9,7 +9,9 @@ import types
 import pytest
 
 from conformance.adapters import vllm_kernels as vk
-from conformance.versions import KERNELS_0_9, KERNELS_0_10
+from conformance.changelog import api_at
+
+KERNELS_0_9, KERNELS_0_10 = api_at("0.9.2").kernels, api_at("0.10.2").kernels
 
 
 def fake_release(api, monkeypatch):
@@ -53,12 +55,12 @@ def test_block_sizes_a_release_cannot_build_are_not_drawn(monkeypatch):
     exist for that release and is rejected instead (KernelApi.min_block_size)."""
     from hypothesis.errors import UnsatisfiedAssumption
 
-    from conformance import versions
+    from conformance.changelog import api_at
     from conformance.kernels import checks
 
-    assert versions.release_row("0.8.5.post1").kernels.min_block_size == 16
-    assert versions.release_row("0.9.2").kernels.min_block_size == 1
-    fake = types.SimpleNamespace(api=versions.release_row("0.8.5.post1").kernels)
+    assert api_at("0.8.5.post1").kernels.min_block_size == 16
+    assert api_at("0.9.2").kernels.min_block_size == 1
+    fake = types.SimpleNamespace(api=api_at("0.8.5.post1").kernels)
     monkeypatch.setattr(checks.vk, "kernels", lambda: fake)
     checks._buildable({"block_size": 16})
     with pytest.raises(UnsatisfiedAssumption):
@@ -71,14 +73,29 @@ def test_classic_layout_cache_writes_are_not_drawn_where_the_writer_lacks_it(mon
     conformance run at 0.13.0) instead of the case being absent for that release."""
     from hypothesis.errors import UnsatisfiedAssumption
 
-    from conformance import versions
+    from conformance.changelog import api_at
     from conformance.kernels import checks
 
-    assert not versions.release_row("0.13.0").kernels.cache_write_head_major
-    assert versions.release_row("0.14.1").kernels.cache_write_head_major
-    fake = types.SimpleNamespace(api=versions.release_row("0.13.0").kernels)
+    assert not api_at("0.13.0").kernels.cache_write_head_major
+    assert api_at("0.14.1").kernels.cache_write_head_major
+    fake = types.SimpleNamespace(api=api_at("0.13.0").kernels)
     monkeypatch.setattr(checks.vk, "kernels", lambda: fake)
     case = {"layout": "classic", "slots": [0], "heads": 1, "head_size": 8, "block_size": 8, "num_blocks": 2,
             "dtype": None, "seed": 0}
     with pytest.raises(UnsatisfiedAssumption):
         checks.check_reshape_and_cache_flash(case)
+
+
+def test_the_rocm_stand_in_answers_every_query_the_installed_function_imports():
+    """Catches: vLLM 0.34.0's chunked_prefill_paged_decode, which also imports ``on_rdna`` from
+    vllm.platforms.rocm, failing with "cannot import name 'on_rdna'" because the stand-in only
+    knew the one name older releases import; and a non-query name answered "no" blindly."""
+    def decode():
+        from vllm.platforms.rocm import on_rdna, use_rocm_custom_paged_attention  # noqa: F401
+
+    def odd():
+        from vllm.platforms.rocm import RocmPlatform  # noqa: F401
+
+    assert vk.rocm_queries(decode) == ["on_rdna", "use_rocm_custom_paged_attention"]
+    with pytest.raises(vk.HarnessError, match="RocmPlatform"):
+        vk.rocm_queries(odd)

@@ -19,8 +19,18 @@ import pytest
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
-from reference.blocks.policies import V1_V0_8_5, V1_V0_9_2, V1_V0_10_2, V1_V0_27_1, V1_V0_20_2, V1_V0_23_0, V1_V0_33_0, V1Policy
+from reference.blocks.policies import V1Policy
 from tests.conformance.pinned import unavailable
+from conformance.changelog import v1_policy_at
+
+# Release policies, computed by the change log.
+V1_V0_8_5 = v1_policy_at("0.8.5")
+V1_V0_9_2 = v1_policy_at("0.9.2")
+V1_V0_10_2 = v1_policy_at("0.10.2")
+V1_V0_20_2 = v1_policy_at("0.20.2")
+V1_V0_23_0 = v1_policy_at("0.23.0")
+V1_V0_27_1 = v1_policy_at("0.27.1")
+V1_V0_33_0 = v1_policy_at("0.33.0")
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "conformance" / "traces" / "v1").glob("*.json"))
 HAS_VLLM = importlib.util.find_spec("vllm") is not None

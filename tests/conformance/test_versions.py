@@ -1,8 +1,7 @@
-"""The versions table: one reader of the installed vLLM, one row per release range."""
+"""The installed vLLM: one reader of its version, and the known release it is driven as."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import pathlib
 import re
@@ -11,12 +10,16 @@ import pytest
 
 from conformance import versions
 from conformance.lockstep import NotApplicable
-from reference.blocks.policies import V1_POLICIES
+from conformance.release_api import Mechanisms
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+ALL = Mechanisms(v0_block_manager=True, v1_block_pool=True, triton_kernels=True)
+V1_ONLY = Mechanisms(v0_block_manager=False, v1_block_pool=True, triton_kernels=True)
 
 
-def fake_installed(monkeypatch, raw: str | None) -> None:
+def fake_installed(monkeypatch, raw: str | None, mechanisms: Mechanisms | None = None) -> None:
+    """vLLM's package metadata says ``raw`` (None: not installed); its files show ``mechanisms``
+    (None: its package directory is not found, so the change log decides)."""
     def version(name: str) -> str:
         assert name == "vllm"
         if raw is None:
@@ -24,6 +27,7 @@ def fake_installed(monkeypatch, raw: str | None) -> None:
         return raw
 
     monkeypatch.setattr(versions.importlib.metadata, "version", version)
+    monkeypatch.setattr(versions, "installed_mechanisms", lambda: mechanisms)
 
 
 def test_local_suffix_is_dropped(monkeypatch):
@@ -31,6 +35,7 @@ def test_local_suffix_is_dropped(monkeypatch):
     fake_installed(monkeypatch, "0.10.2+cu128")
     assert versions.installed_vllm_version() == "0.10.2"
     assert versions.installed_v1_policy_name() == "v0.10.2"
+    assert versions.installed_target().exact
 
 
 def test_absent_vllm_is_none_and_not_applicable(monkeypatch):
@@ -38,71 +43,100 @@ def test_absent_vllm_is_none_and_not_applicable(monkeypatch):
     fake_installed(monkeypatch, None)
     assert versions.installed_vllm_version() is None
     with pytest.raises(NotApplicable, match="not installed"):
-        versions.installed_release()
+        versions.installed_target()
 
 
-def test_release_outside_the_table_is_not_applicable_with_the_ranges(monkeypatch):
-    """Catches: an unknown release silently given the nearest release's API (0.10.1 lies between
-    the 0.9.2 and 0.10.2 rows and matches neither: its requests hash themselves, into int hashes)."""
-    fake_installed(monkeypatch, "0.10.1")
-    with pytest.raises(NotApplicable, match=r"0\.10\.1 is outside the release table"):
-        versions.installed_release()
-    fake_installed(monkeypatch, "0.6.3.post1")
-    with pytest.raises(NotApplicable, match=r"0\.6\.3\.post1 is outside the release table"):
-        versions.installed_release()
+@pytest.mark.parametrize("raw, driven_as", [
+    ("0.33.1.dev12+g1a2b3c4", "0.33.0"),   # a source build after 0.33.0
+    ("0.34.0rc1", "0.33.0"),               # a release candidate sorts before its release
+    ("0.34.0.dev3", "0.33.0"),
+    ("0.99.0", "0.33.0"),                  # newer than every known release
+    ("0.10.1", "0.9.2"),                   # a published release between two measured ones
+    ("0.10.1.1", "0.9.2"),                 # a four-part hotfix
+    ("0.6.6.post1+cpu", "0.6.6.post1"),
+])
+def test_any_version_is_driven_as_the_nearest_earlier_known_release(monkeypatch, raw, driven_as):
+    """Catches: a dev build, an rc, a local build, a hotfix or a release newer than the table
+    ending in a traceback ("not a final vLLM release") or in "not applicable" for mechanisms it
+    has, instead of being driven as the nearest known release at or before it."""
+    fake_installed(monkeypatch, raw, ALL)
+    target = versions.installed_target()
+    assert target.release == driven_as
+    public = raw.split("+")[0]
+    if public == driven_as:
+        assert target.exact and target.note is None
+    else:
+        assert not target.exact
+        assert target.note == f"{public} is not in the measured matrix: driven as {driven_as}"
+        assert versions.installed_v1_policy_name() == f"v{driven_as}"
 
 
-def test_version_key_orders_post_releases_and_refuses_garbage():
-    """Catches: 0.6.3.post1 sorted before 0.6.3, or a pre-release silently treated as final."""
-    assert versions.version_key("0.6.3") < versions.version_key("0.6.3.post1") < versions.version_key("0.6.4")
-    assert versions.version_key("0.9.2") < versions.version_key("0.10.0")
-    for bad in ("0.10.2rc1", "v0.10.2", "0.10", ""):
+def test_a_read_release_is_driven_as_the_measured_release_it_matches(monkeypatch):
+    """Catches: 0.14.0 (read, never run) driven as 0.13.0, the nearest earlier *measured* release,
+    although its sources match 0.14.1 and differ from 0.13.0 where the harness goes."""
+    fake_installed(monkeypatch, "0.14.0", V1_ONLY)
+    target = versions.installed_target()
+    assert target.release == "0.14.1" and not target.exact and "agree with that release" in target.note
+
+
+def test_pep440_order():
+    """Catches: 0.34.0rc1 sorted after 0.34.0, or a dev build after the release it precedes."""
+    order = ["0.33.0", "0.33.0.post1", "0.33.1.dev2", "0.33.1rc1", "0.33.1", "0.33.1.1", "0.34.0.dev0",
+             "0.34.0rc1", "0.34.0", "0.34.0.post1"]
+    keys = [versions.parse_version(v).key() for v in order]
+    assert keys == sorted(keys)
+    for bad in ("", "latest", "0.33.0-beta", "abc1.2"):
         with pytest.raises(ValueError):
-            versions.version_key(bad)
+            versions.parse_version(bad)
 
 
-def test_rows_do_not_overlap_and_name_known_policies():
-    """Catches: two rows claiming the same release, or a row naming a policy the reference lacks."""
-    rows = sorted(versions.RELEASES, key=lambda r: versions.version_key(r.first))
-    for row in rows:
-        assert versions.version_key(row.first) <= versions.version_key(row.last)
-        assert row.v1_policy is None or row.v1_policy in V1_POLICIES
-        assert row.v1_policy is None or row.v1_api is not None
-        assert all(row.covers(m) for m in row.measured)
-    for a, b in zip(rows, rows[1:]):
-        assert versions.version_key(a.last) < versions.version_key(b.first)
+def test_unreadable_metadata_is_a_harness_error_not_a_traceback(monkeypatch):
+    """Catches: a vLLM whose metadata version is garbage ending the run with a ValueError."""
+    fake_installed(monkeypatch, "not-a-version", ALL)
+    with pytest.raises(versions.HarnessError, match="cannot read"):
+        versions.installed_target()
 
 
-def test_policy_names_mapping_asks_the_table():
-    """Catches: the benchmarks' "is there a policy for this release" answer differing from the machines'."""
-    assert versions.V1_POLICY_NAMES["0.33.0"] == "v0.33.0"
-    assert "0.7.3" not in versions.V1_POLICY_NAMES and "garbage" not in versions.V1_POLICY_NAMES
-    with pytest.raises(KeyError):
-        versions.V1_POLICY_NAMES["0.7.3"]
+def test_mechanisms_come_from_the_installed_files(monkeypatch):
+    """Catches: a source build that dropped the V0 block manager (files absent) driven through the
+    V0 adapter because the release it is driven as had one; and a release with a V1 BlockPool but
+    no earlier known release with one (0.8.2) reported as not applicable instead of a harness error."""
+    fake_installed(monkeypatch, "0.10.2.dev1", V1_ONLY)
+    with pytest.raises(NotApplicable, match="no vllm/core/block_manager.py in the installed package"):
+        versions.installed_v0()
+    fake_installed(monkeypatch, "0.8.2", ALL)
+    with pytest.raises(versions.HarnessError, match="has a V1 BlockPool.*scripts/version-matrix 0.8.2"):
+        versions.installed_v1()
+    target, api = versions.installed_v0()
+    assert target.release == "0.7.3" and api.reset_prefix_cache
+    fake_installed(monkeypatch, "0.7.3", Mechanisms(v0_block_manager=True, v1_block_pool=False, triton_kernels=False))
+    with pytest.raises(NotApplicable, match="does not have a V1 BlockPool"):
+        versions.installed_v1()
 
 
-def test_no_version_string_comparisons_outside_the_table():
+def test_a_version_older_than_the_log_is_a_harness_error_for_what_it_has(monkeypatch):
+    """Catches: 0.6.3.post1, which has the V0 block manager, answered "not applicable"."""
+    fake_installed(monkeypatch, "0.6.3.post1", Mechanisms(v0_block_manager=True, v1_block_pool=False,
+                                                          triton_kernels=False))
+    with pytest.raises(versions.HarnessError, match="older than every release the change log knows"):
+        versions.installed_v0()
+
+
+def test_measured_releases_exclude_entries_driven_as_another(tmp_path):
+    """Catches: a run driven as 0.33.0 recorded in the matrix and then counted as a measurement of
+    the installed version (the fallback must never promote itself to a verdict)."""
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text('{"releases": {"0.33.0": {}, "0.34.0": {"driven_as": "0.33.0"}, "0.35.0": {"driven_as": "0.35.0"}}}')
+    assert versions.measured_releases(matrix) == {"0.33.0", "0.35.0"}
+
+
+def test_no_version_string_comparisons_outside_the_versions_module():
     """Catches: a machine or adapter branching on a release string instead of a named field."""
-    pattern = re.compile(r"""(==|!=)\s*["']v?0\.\d+\.\d+|["']v?0\.\d+\.\d+["']\s*(==|!=)|__version__""")
+    pattern = re.compile(r"""(==|!=|<|>)\s*["']v?0\.\d+\.\d+|["']v?0\.\d+\.\d+["']\s*(==|!=|<|>)|vllm\.__version__""")
     offenders = []
-    for folder in ("conformance/adapters", "conformance/machines"):
+    for folder in ("conformance/adapters", "conformance/machines", "conformance/kernels"):
         for path in sorted((ROOT / folder).glob("*.py")):
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if pattern.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, offenders
-
-
-def test_a_v1_manager_the_adapter_cannot_drive_is_a_harness_error(monkeypatch):
-    """Catches: a release that has the V1 manager reported "not applicable" because the harness
-    cannot drive it (only a missing mechanism may be not applicable). Every V1 release in the
-    table is driven today, so the gap is put on 0.9.2's row for the test."""
-    fake_installed(monkeypatch, "0.9.2")
-    row = versions.release_row("0.9.2")
-    gapped = dataclasses.replace(row, v1_harness_gap="its manager cannot be built here")
-    monkeypatch.setattr(versions, "RELEASES", tuple(gapped if r is row else r for r in versions.RELEASES))
-    with pytest.raises(versions.HarnessError, match="has a V1 KVCacheManager, but its manager cannot be built"):
-        versions.installed_v1_policy_name()
-    fake_installed(monkeypatch, "0.7.3")
-    with pytest.raises(NotApplicable, match="has no BlockPool"):
-        versions.installed_v1_policy_name()

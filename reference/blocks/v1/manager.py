@@ -76,7 +76,7 @@ class KVCacheManager:
         watermark: float = 0.0,
     ) -> None:
         if not isinstance(policy, V1Policy):
-            raise InvalidArgument(f"policy must be a V1Policy (e.g. V1_V0_33_0), got {policy!r}")
+            raise InvalidArgument(f"policy must be a V1Policy (conformance.changelog.v1_policy_at computes any release's), got {policy!r}")
         if not groups:
             raise InvalidArgument("at least one KV-cache group is required")
         if len({spec.block_size for spec in groups}) != 1:

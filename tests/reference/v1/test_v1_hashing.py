@@ -9,7 +9,6 @@ from dataclasses import replace
 import cbor2
 import pytest
 
-from reference.blocks.policies import V1_V0_10_2, V1_V0_33_0
 from reference.blocks.v1.hashing import (
     BlockHasher,
     LoRAIdentity,
@@ -21,6 +20,11 @@ from reference.blocks.v1.hashing import (
     split_group_key,
     with_group_id,
 )
+from conformance.changelog import v1_policy_at
+
+# The policies of the two pinned releases, computed by the change log.
+V1_V0_10_2 = v1_policy_at("0.10.2")
+V1_V0_33_0 = v1_policy_at("0.33.0")
 
 
 def oracle_pickle(value) -> bytes:

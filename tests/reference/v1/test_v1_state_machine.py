@@ -24,11 +24,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from v1_state_helpers import deep_state
 
 from reference.blocks.errors import BlockManagerError
-from reference.blocks.policies import V1_V0_10_2, V1_V0_33_0
 from reference.blocks.v1.hashing import LoRAIdentity
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.request import RequestStatus
 from reference.blocks.v1.specs import FullAttention, SlidingWindow
+from conformance.changelog import v1_policy_at
+
+# The policies of the two pinned releases, computed by the change log.
+V1_V0_10_2 = v1_policy_at("0.10.2")
+V1_V0_33_0 = v1_policy_at("0.33.0")
 
 TOKENS = st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=10)
 LORA = LoRAIdentity("l", 1, "/l")

@@ -1,0 +1,128 @@
+"""The installed vLLM's V1 API, read from its own code: signatures, attributes, module contents.
+
+The change log gives the API of the release the installed vLLM is driven as
+(:func:`conformance.versions.installed_v1`). A source build or a newer release may differ from
+it although its behaviour did not change; every :class:`~conformance.release_api.V1Api` field
+that can be read off the installed code is read here, and where the code says otherwise than the
+log, the code wins and the difference is recorded (:func:`differences_seen`, reported by
+``python -m conformance run``). Importing this module imports no vLLM; :func:`detect` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+from typing import Any
+
+from conformance.release_api import V1Api
+from conformance.versions import HarnessError
+
+_SEEN: dict[str, tuple[object, object]] = {}
+
+
+def _parameters(function) -> set[str]:
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _required(function) -> set[str]:
+    try:
+        return {n for n, p in inspect.signature(function).parameters.items()
+                if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    except (TypeError, ValueError):
+        return set()
+
+
+def _field_names(cls) -> set[str]:
+    if dataclasses.is_dataclass(cls):
+        return {f.name for f in dataclasses.fields(cls)}
+    return _parameters(cls)  # msgspec / plain classes: the constructor's parameters
+
+
+def _hashing_module(logged: str) -> str:
+    for name in (logged, "vllm.utils.hashing", "vllm.utils"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "sha256"):
+            return name
+    raise HarnessError("neither vllm.utils.hashing nor vllm.utils has sha256 (the block hash functions)")
+
+
+def detect(logged: V1Api) -> V1Api:
+    """The V1 API of the installed code; ``logged`` supplies what the code does not show."""
+    from vllm.v1.core import kv_cache_manager, kv_cache_utils
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig
+    from vllm.v1.request import Request
+
+    init, allocate, request = (_parameters(f) for f in (KVCacheManager.__init__, KVCacheManager.allocate_slots,
+                                                          Request.__init__))
+    if not init or not allocate or not request:
+        raise HarnessError("could not read the signatures of KVCacheManager.__init__, "
+                           "KVCacheManager.allocate_slots or Request.__init__")
+    config_fields = _field_names(KVCacheConfig)
+    has_coordinator = importlib.util.find_spec("vllm.v1.core.kv_cache_coordinator") is not None or \
+        hasattr(kv_cache_manager, "get_kv_cache_coordinator")
+    detected = dataclasses.replace(
+        logged,
+        hashing_module=_hashing_module(logged.hashing_module),
+        spec_use_mla="use_mla" in _field_names(FullAttentionSpec),
+        manager_hash_block_size_arg="hash_block_size" in init,
+        manager_scheduler_block_size_arg="scheduler_block_size" in init,
+        manager_watermark_arg="watermark" in init,
+        request_eos_argument="eos_token_id" in request,
+        allocate_has_scheduled_reqs="has_scheduled_reqs" in allocate,
+        evict_blocks_method=hasattr(KVCacheManager, "evict_blocks"),
+        manager_hashes_blocks="caching_hash_algo" in init,
+        none_hash_init_function=hasattr(kv_cache_utils, "init_none_hash"),
+        request_multimodal_args="multi_modal_inputs" in _required(Request.__init__),
+        manager_has_coordinator=has_coordinator,
+        kv_config_tensors_dict="tensors" in config_fields and "kv_cache_tensors" not in config_fields,
+        request_pooling_and_salt_args="cache_salt" in request,
+    )
+    for field in dataclasses.fields(V1Api):
+        was, now = getattr(logged, field.name), getattr(detected, field.name)
+        if was != now:
+            _SEEN[field.name] = (was, now)
+    return detected
+
+
+def differences_seen() -> dict[str, dict[str, Any]]:
+    """Fields where the installed code differed from the change log, in this process."""
+    return {name: {"change_log": was, "installed_code": now} for name, (was, now) in sorted(_SEEN.items())}
+
+
+def cached_block_ids(table) -> list[tuple[Any, list[int]]]:
+    """(key, block ids) for every entry of a ``BlockPool.cached_block_hash_to_block`` map.
+
+    The map's shape is read from the values it holds, not from the version: a plain dict of
+    ``{key: {block_id: block}}`` (before 0.11), a ``BlockHashToBlockMap`` wrapping ``_cache`` whose
+    values are a block or a ``{block_id: block}`` dict (0.11 .. 0.33), or one whose ``_cache`` maps
+    a key to one block id with every id of a key cached by several blocks, in insertion order, in
+    ``_dup_ids`` (0.34). Anything else is a :class:`HarnessError` naming what was found.
+    """
+    raw = getattr(table, "_cache", table)
+    if not isinstance(raw, dict):
+        raise HarnessError(f"BlockPool.cached_block_hash_to_block is a {type(table).__name__} without a dict "
+                           "(looked for the map itself or its _cache)")
+    duplicates = getattr(table, "_dup_ids", None)
+    entries = []
+    for key, value in raw.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            ids = list(duplicates[key]) if duplicates and key in duplicates else [value]
+        elif isinstance(value, dict):
+            ids = list(value)
+        elif hasattr(value, "block_id"):
+            ids = [value.block_id]
+        else:
+            raise HarnessError(f"a prefix-cache map entry holds a {type(value).__name__}; expected a block, "
+                               "a block id, or a dict of block ids")
+        if ids:
+            entries.append((key, ids))
+    return entries

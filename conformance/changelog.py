@@ -1,0 +1,650 @@
+"""The change log: every fact about how vLLM releases differ, recorded once.
+
+Five records describe what the machines need to know about one release:
+
+* :class:`reference.blocks.policies.V1Policy` and :class:`~reference.blocks.policies.V0Policy`:
+  behaviour (which block is reused next, what bytes a hash has, which call is refused);
+* :class:`conformance.release_api.V1Api`, :class:`~conformance.release_api.V0Api`,
+  :class:`~conformance.release_api.KernelApi`: how the adapters must call the release;
+* :class:`conformance.release_api.Mechanisms`: which modelled mechanisms the release ships.
+
+For each record this module holds the value of every field at the oldest release the log covers
+(``INITIAL``) and, in release order, each later :class:`Change`: the first release with the new
+value, what changed and why in our words, and the upstream lines (each citation names its release,
+and ``python -m annotations check`` verifies their content hashes). The record of any release is
+computed from the log (:func:`v1_policy_at`, :func:`v0_policy_at`, :func:`api_at`); nothing
+else keeps a per-release value.
+
+``first`` is the first release whose sources were read and show the value. Where the log cites the
+exact release a change landed in, ``first`` is that release; for some API fields it is the first
+release of those read (the latest patch of each minor series) that has it, so an unread release
+before it may already have the new value. That never misleads a run: an installed version is
+driven as the nearest *known* release at or before it (:mod:`conformance.versions`), and known
+releases are the ones measured (``conformance/reports/matrix.json``) or read
+(:data:`READ_AS_MEASURED`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from functools import lru_cache
+
+from conformance.release_api import KernelApi, Mechanisms, V0Api, V1Api
+from reference.blocks.policies import V0Policy, V1Policy
+
+_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?$")
+
+
+def release_key(release: str) -> tuple[int, int, int, int, int]:
+    """A sortable key for a published release: ``0.6.3.post1``, ``0.9.0.1``, ``0.33.0``."""
+    match = _RELEASE.match(release)
+    if match is None:
+        raise ValueError(f"not a published vLLM release: {release!r} (expected e.g. 0.10.2, 0.9.0.1, 0.6.3.post1)")
+    return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field of one record took a new value at a release, in our words, with the upstream lines."""
+
+    field: str
+    first: str
+    value_from: object
+    what: str
+    why: str
+    upstream: str
+    # Annotation notes that discuss the behaviour: "v<version>/<upstream path>#<note id>".
+    notes: tuple[str, ...] = ()
+
+
+#: The oldest release the log covers: the earliest whose sources were read.
+OLDEST = "0.6.5"
+
+# Each record's values at the oldest release that has the mechanism: V1 records at 0.8.5 (the
+# first V1 release read), V0 records at 0.6.5, mechanisms at 0.6.5.
+INITIAL: dict[type, dict[str, object]] = {
+    V1Policy: dict(
+        free_hashless_blocks_to_front=False, sliding_window_frees_hashless_to_front=False,
+        null_block_ref_counted=True, hit_touches_skipped_nulls=True, none_hash_default_seed=None,
+        tagged_extra_keys=False, lora_extra_key="int_id", zero_token_hit_adoption=False,
+        watermark_supported=False, evict_blocks_supported=False, cache_full_blocks_skips_null=False,
+        hybrid_groups_any_layout=False, hybrid_needs_distinct_specs=False,
+        hybrid_layout_checked_without_caching=True, hashes_on_request=False, int_block_hashes=True,
+        none_hash_at_import=True, usage_excludes_null_block=False, caching_off_frees_to_front=True,
+        single_kv_cache_group=True, pool_key_has_group_id=False, admission_counts_null_blocks=True,
+        free_reversed_without_caching=False, lookahead_capped_at_admission=False,
+        delay_cache_blocks_supported=False, cache_salt_supported=False),
+    V0Policy: dict(str_none_parent_hash=False),
+    V1Api: dict(
+        hashing_module="vllm.utils", spec_use_mla=True, manager_hash_block_size_arg=False,
+        manager_scheduler_block_size_arg=False, manager_watermark_arg=False, request_eos_argument=True,
+        allocate_has_scheduled_reqs=False, evict_blocks_method=False, manager_hashes_blocks=True,
+        none_hash_init_function=False, request_multimodal_args=True, manager_has_coordinator=False,
+        kv_config_tensors_dict=True, request_pooling_and_salt_args=False),
+    V0Api: dict(sequence_token_inputs=True, reset_prefix_cache=False, group_status_per_sequence=False),
+    KernelApi: dict(
+        ops_package="vllm.attention.ops", paged_2d_masks_tail=False, unified_masks_tail=False,
+        paged_2d_rocm_check_bound_at_import=True, unified_split_k_args=False, min_block_size=16,
+        cache_write_head_major=True),
+    Mechanisms: dict(v0_block_manager=True, v1_block_pool=False, triton_kernels=False),
+}
+
+V1_POLICY_LOG: tuple[Change, ...] = (
+    Change(
+        "single_kv_cache_group", "0.9.1", False,
+        "a KV-cache coordinator lets one manager serve several KV-cache groups (full attention "
+        "beside sliding windows); before, the manager asserted exactly one group.",
+        "hybrid models (sliding-window layers interleaved with full attention) need one page table "
+        "per kind of layer, all fed from one block pool.",
+        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py; before: "
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:65-67, "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.factory",)),
+    Change(
+        "pool_key_has_group_id", "0.9.1", True,
+        "the prefix-cache map keys a hash together with its KV-cache group id.",
+        "with several groups sharing one pool, the same prefix is cached once per group, in "
+        "different blocks; the key must tell them apart.",
+        "v0.9.1 vllm/v1/core/block_pool.py:60-61; before: v0.9.0 vllm/v1/core/block_pool.py:58-59",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.group_id_packing",)),
+    Change(
+        "admission_counts_null_blocks", "0.9.1", False,
+        "the admission check no longer counts null entries of a hit as blocks it must take from "
+        "the free queue.",
+        "the null block is never in the free queue, so counting it refused allocations the pool "
+        "could serve.",
+        "v0.9.1 vllm/v1/core/single_type_kv_cache_manager.py:81; before: "
+        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:85-86",
+        ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.base.get_num_blocks_to_allocate",)),
+    Change(
+        "free_reversed_without_caching", "0.9.0", True,
+        "a request's blocks are freed tail first with prefix caching off too (before, in table "
+        "order when caching was off).",
+        "one free path for both settings; the order matters for eviction only with caching on.",
+        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:168; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:305-310",
+        ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.base.free",)),
+    Change(
+        "lookahead_capped_at_admission", "0.9.0", True,
+        "the slots asked for (computed + new + lookahead tokens) are capped at max_model_len before "
+        "the admission check, not only when the blocks are taken.",
+        "speculative slots past the model's length are never used; counting them refused "
+        "allocations near the end of a request.",
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:237-239; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:218-234",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots",)),
+    Change(
+        "delay_cache_blocks_supported", "0.9.0", True,
+        "allocate_slots takes delay_cache_blocks: blocks are allocated now and cached when their "
+        "KV arrives.",
+        "with disaggregated prefill a request's KV is received from another instance; its blocks "
+        "must not be offered as prefix hits before the transfer completes.",
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:179; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:164-170",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots",)),
+    Change(
+        "cache_salt_supported", "0.9.0", True,
+        "a request may carry a cache salt, mixed into the extra keys of its first block.",
+        "tenants sharing a server must not learn from prefix hits which prompts others sent.",
+        "v0.9.0 vllm/v1/core/kv_cache_utils.py:386-389; before: "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_utils.py:276-278",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.generate_block_hash_extra_keys",)),
+    Change(
+        "caching_off_frees_to_front", "0.27.0", False,
+        "with prefix caching off, free_blocks appends every freed block to the tail of the free "
+        "queue instead of putting it at the front with the other hashless blocks.",
+        "the change's own comment says it appends for better GPU cache locality; the next "
+        "release undid it.",
+        "v0.27.0 vllm/v1/core/block_pool.py:719-742; before: "
+        "v0.26.0 vllm/v1/core/block_pool.py:719-740",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    Change(
+        "caching_off_frees_to_front", "0.28.0", True,
+        "with prefix caching off, freed blocks go to the front of the free queue again (reused "
+        "first, LIFO).",
+        "reusing the most recently freed blocks first is what gives the locality the 0.27 change "
+        "was after; appending them reused the oldest ones.",
+        "v0.28.0 vllm/v1/core/block_pool.py:719-743 (`or not self.enable_caching`)",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    Change(
+        "usage_excludes_null_block", "0.10.2", True,
+        "the KV-cache usage fraction leaves the null block out: 1 - free / (blocks - 1), so an "
+        "idle pool reports 0 instead of 1 / blocks.",
+        "the null block is a placeholder that can never hold a request's tokens; counting it made "
+        "an empty cache look slightly used.",
+        "v0.10.2 vllm/v1/core/block_pool.py:307-318; before: "
+        "v0.10.1 vllm/v1/core/block_pool.py:295-301, "
+        "v0.9.2 vllm/v1/core/block_pool.py:331-337",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.num_free_and_usage",)),
+    Change(
+        "none_hash_at_import", "0.10.0", False,
+        "NONE_HASH, the parent of every first block, is set by init_none_hash(hash_fn) when the "
+        "manager is built, from hash_fn(PYTHONHASHSEED), instead of once at import with sha256.",
+        "the seed should come from the hash function the cache actually uses, and a module-level "
+        "random value fixed at import could not follow the configured hash.",
+        "v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73 (init_none_hash); before: "
+        "v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60 (NONE_HASH at import)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
+    Change(
+        "hybrid_layout_checked_without_caching", "0.10.0", False,
+        "with prefix caching off, several KV-cache groups are served by a coordinator without "
+        "prefix caching, which accepts any layout; before, the hybrid coordinator (and its layout "
+        "assertions) served them whether caching was on or not.",
+        "the layout rules exist only to merge prefix-cache hits across groups; a model served "
+        "without prefix caching need not satisfy them.",
+        "v0.10.0 vllm/v1/core/kv_cache_coordinator.py:174, 391-393 (KVCacheCoordinatorNoPrefixCache); "
+        "before: v0.9.2 vllm/v1/core/kv_cache_coordinator.py:358-369",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.no_prefix_cache",)),
+    Change(
+        "hashes_on_request", "0.10.1", True,
+        "a request's block hashes are computed by the request itself, when it is created and as "
+        "tokens are appended (its block_hasher), instead of by the manager on the request's "
+        "first prefix-cache lookup and then only as blocks are cached.",
+        "one hash list per request, always complete, serves every consumer (the manager, KV "
+        "connectors, the scheduler) and no longer depends on when the manager last looked: a "
+        "preempted request whose appended tokens were never cached now finds their blocks too.",
+        "v0.10.1 vllm/v1/request.py:41, 120-121 (block_hasher); before: "
+        "v0.9.2 vllm/v1/core/kv_cache_manager.py:112-114, 158-163, 367-373, "
+        "v0.9.2 vllm/v1/core/block_pool.py:147-177",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.request_block_hasher",)),
+    Change(
+        "int_block_hashes", "0.10.2", False,
+        "a block hash is the raw digest bytes (the group id appended as 4 bytes in the pool key) "
+        "instead of a BlockHash(int digest, token ids, extra keys) tuple keyed with its group id; "
+        "Python's builtin hash is no longer offered.",
+        "a tuple carrying every token id costs memory per cached block; with SHA-256 a collision "
+        "guard is not needed, and bytes keys are compact and the same in every process.",
+        "v0.10.2 vllm/v1/core/kv_cache_utils.py:79-93, 539, "
+        "v0.10.2 vllm/config/cache.py:27 (sha256 and sha256_cbor); before: "
+        "v0.10.1 vllm/v1/core/kv_cache_utils.py:24-47 (BlockHash, BlockHashWithGroupId), "
+        "v0.10.1 vllm/config/cache.py:27 (builtin, the default, sha256, sha256_cbor_64bit), "
+        "v0.9.2 vllm/v1/core/kv_cache_utils.py:23-46",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.hash_types",)),
+    Change(
+        "evict_blocks_supported", "0.13.0", True,
+        "BlockPool and KVCacheManager gain evict_blocks(ids): chosen blocks leave the prefix cache "
+        "(their hash is dropped; a block still in use stays allocated).",
+        "a KV connector that loses blocks on its side must be able to stop vLLM from serving them "
+        "as prefix hits.",
+        "v0.13.0 vllm/v1/core/block_pool.py:400-417, vllm/v1/core/kv_cache_manager.py:336",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.evict_blocks",)),
+    Change(
+        "cache_full_blocks_skips_null", "0.14.0", True,
+        "cache_full_blocks skips the null block, so a sliding-window table cached after a delay no "
+        "longer gives the shared null block a hash and a prefix-cache entry.",
+        "the null block stands for released out-of-window slots; caching it under a request's hash "
+        "would let a later lookup hand out a block that holds nothing.",
+        "v0.14.0 vllm/v1/core/block_pool.py:259 (`if blk.is_null: continue`); before: "
+        "v0.13.0 block_pool.py:209-260 has no such check",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.cache_full_blocks",)),
+    Change(
+        "hybrid_groups_any_layout", "0.14.0", True,
+        "with prefix caching and several KV-cache groups, the coordinator no longer refuses a "
+        "layout with no full-attention group, two kinds of window, or full-attention groups "
+        "interleaved with the others ([sw, full, sw]).",
+        "models with several kinds of local attention (and interleaved layer groups) need a "
+        "prefix-cache hit computed across all of them; the old coordinator merged exactly two "
+        "hit lists, one full and one other, in a fixed order.",
+        "v0.14.0 vllm/v1/core/kv_cache_coordinator.py:395 (verify_and_split_kv_cache_groups, "
+        "neither check); before: v0.13.0 and v0.10.2 kv_cache_coordinator.py:300-322, 338-348",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
+    Change(
+        "hybrid_needs_distinct_specs", "0.14.0", True,
+        "the hybrid coordinator that accepts any layout asserts that the groups hold at least two "
+        "distinct specs, so several groups of one spec are refused with prefix caching on (the "
+        "stricter check before 0.14.0 refused them too).",
+        "the coordinator merges hit lengths across attention types; with a single spec there is "
+        "only one type, and this release asserts instead of treating it as one attention group.",
+        "v0.14.0 vllm/v1/core/kv_cache_coordinator.py:419-421",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
+    Change(
+        "hybrid_needs_distinct_specs", "0.29.0", False,
+        "several KV-cache groups of one spec are accepted with prefix caching on.",
+        "the coordinator now only asserts that there is at least one attention group "
+        "(kv_cache_coordinator.py:703), so a single spec split over several groups is one "
+        "attention group like any other.",
+        "v0.29.0 vllm/v1/core/kv_cache_coordinator.py:703-705 (at least one attention group); "
+        "before: v0.28.0 vllm/v1/core/kv_cache_coordinator.py:682-684",
+        ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
+    Change(
+        "free_hashless_blocks_to_front", "0.24.0", True,
+        "free_blocks puts freed blocks that carry no hash at the front of the free queue "
+        "(prepend_n), hashed ones still at the tail, on every path (v0.23.0 did it only on the "
+        "sliding-window manager's paths: sliding_window_frees_hashless_to_front).",
+        "a block with no cached content is worth nothing to keep: reusing it first keeps hashed "
+        "blocks (possible prefix hits) longest and reuses recently touched memory.",
+        "v0.24.0 vllm/v1/core/block_pool.py:614-635 (free_blocks: prepend_n at 634); v0.23.0 "
+        "block_pool.py:419-440 and single_type_kv_cache_manager.py:497-501, 764",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    Change(
+        "sliding_window_frees_hashless_to_front", "0.23.0", True,
+        "the sliding-window manager frees out-of-window blocks and finished requests' blocks in two "
+        "calls: hashed blocks to the tail of the free queue, hashless ones to the front "
+        "(free_blocks(..., prepend=True)); full attention still appends everything.",
+        "a released block with no hash can never be a prefix hit, so it is the best block to reuse "
+        "next; a hashed one may still be hit and should be evicted last.",
+        "v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:497-501, 751-765; "
+        "before: v0.22.1 vllm/v1/core/block_pool.py has no prepend",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
+    Change(
+        "watermark_supported", "0.24.0", True,
+        "KVCacheManager takes watermark: int(watermark * num_blocks) blocks are kept free when a "
+        "waiting or preempted request is admitted while others are scheduled.",
+        "admitting a new request into the last free blocks forces preemptions on the next decode "
+        "steps; a reserve avoids that thrash.",
+        "v0.24.0 vllm/v1/core/kv_cache_manager.py:125, 162-163, 288",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.init.watermark",)),
+    Change(
+        "none_hash_default_seed", "0.29.0", "vllm-none-hash",
+        "without PYTHONHASHSEED, NONE_HASH is hash_fn(\"vllm-none-hash\") instead of 32 random raw "
+        "bytes, so block hashes are the same in every process.",
+        "prefix-cache hits across processes (and KV transfer between them) need hashes that do not "
+        "depend on a per-process random seed.",
+        "v0.29.0 vllm/v1/core/kv_cache_utils.py:109 (DEFAULT_NONE_HASH_SEED), 131-147 (init_none_hash)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
+    Change(
+        "lora_extra_key", "0.11.1", "name",
+        "a LoRA adapter enters a block hash by its name instead of its integer id.",
+        "integer ids are assigned per process and can name different adapters in different "
+        "processes; the name identifies the adapter.",
+        "v0.11.1 vllm/v1/core/kv_cache_utils.py:450-462 (_gen_lora_extra_hash_keys returns "
+        "lora_name); v0.11.0 kv_cache_utils.py:502-514 returns lora_int_id",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.lora_extra_keys",)),
+    Change(
+        "lora_extra_key", "0.31.0", "tagged",
+        "a LoRA adapter enters a block hash as (\"lora\", name, path).",
+        "two adapters loaded under one name from different paths must not share cached blocks; "
+        "the tag keeps the key apart from other extra keys.",
+        "v0.31.0 vllm/v1/core/kv_cache_utils.py:567-584 (_gen_lora_extra_hash_keys)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.lora_extra_keys",)),
+    Change(
+        "tagged_extra_keys", "0.31.0", True,
+        "the cache salt enters a block hash as (\"cache_salt\", salt) instead of the bare string.",
+        "a bare salt string could equal another extra key; the tag makes it unambiguous.",
+        "v0.31.0 vllm/v1/core/kv_cache_utils.py:614-637 (generate_block_hash_extra_keys)",
+        ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.generate_block_hash_extra_keys",)),
+    Change(
+        "zero_token_hit_adoption", "0.31.0", True,
+        "allocate_slots accepts num_new_tokens == 0 when a prefix hit is being adopted "
+        "(num_new_computed_tokens > 0); earlier releases refuse every zero-token call without "
+        "external tokens.",
+        "a request whose whole prompt is a prefix hit still has to take ownership of the hit blocks.",
+        "v0.31.0 vllm/v1/core/kv_cache_manager.py:471-479",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots.prepare",)),
+    Change(
+        "hit_touches_skipped_nulls", "0.14.0", False,
+        "a sliding-window prefix hit no longer touches its skipped head: the per-group manager "
+        "slices the leading entries outside the window off the hit, touches the rest and pads the "
+        "table with untouched nulls, so a hit leaves the null block's count alone (a later free "
+        "still counts each null entry down).",
+        "the skipped entries are nulls that the request will never read; touching them only moved "
+        "a count that nothing reads.",
+        "v0.14.0 vllm/v1/core/single_type_kv_cache_manager.py:166-179; before: "
+        "v0.13.0 vllm/v1/core/kv_cache_manager.py:293 touches the whole hit",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.touch",)),
+    Change(
+        "null_block_ref_counted", "0.33.0", False,
+        "the null block's reference count no longer moves: touch and free_blocks skip it, and a "
+        "freed table's leading nulls are trimmed before it is freed.",
+        "the null block is never pooled; counting it was meaningless and its count drifted below "
+        "zero with every freed sliding-window table.",
+        "v0.33.0 vllm/v1/core/block_pool.py:792-810 (touch), 816-831 (free_blocks); "
+        "before: v0.32.0 vllm/v1/core/block_pool.py:774-791 counts every freed entry down",
+        ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.touch",
+         "v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks")),
+)
+
+V0_POLICY_LOG: tuple[Change, ...] = (
+    Change(
+        "str_none_parent_hash", "0.7.2", True,
+        "the first page of a sequence hashes with hash('None') as its parent instead of None, and "
+        "that string hash (not None) marks a previous page without a hash.",
+        "from Python 3.12 hash(None) is a fixed constant, so a None parent made every first-page "
+        "hash predictable (easier to aim collisions at); a string hash is randomised per process "
+        "(unless PYTHONHASHSEED is set), as hash(None) was before 3.12.",
+        "v0.7.2 vllm/core/block/prefix_caching_block.py:74 (_none_hash); before: "
+        "v0.7.1 vllm/core/block/prefix_caching_block.py:891-904",
+        ("v0.10.2/vllm/core/block/prefix_caching_block.py#prefix_caching_block.content_hash",)),
+)
+
+_FIRST_READ = "the first release read with this value (the latest patch of each minor series was read)"
+
+V1_API_LOG: tuple[Change, ...] = (
+    Change(
+        "manager_has_coordinator", "0.9.1", True,
+        "KVCacheManager hands its groups to a KV-cache coordinator; get_computed_blocks and "
+        "allocate_slots take and return KVCacheBlocks (one block list per group) instead of one list.",
+        "the coordinator is what lets one manager serve several KV-cache groups.",
+        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py; before: v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33"),
+    Change(
+        "request_pooling_and_salt_args", "0.9.2", True,
+        "Request takes pooling_params and cache_salt, and arrival_time has a default.",
+        "pooling models and cache salts reach the request through its constructor; " + _FIRST_READ + ".",
+        "before: v0.8.5.post1 vllm/v1/request.py:20-32"),
+    Change(
+        "kv_config_tensors_dict", "0.9.2", False,
+        "KVCacheConfig takes kv_cache_tensors=[...] instead of tensors={...}.",
+        "one tensor may back several layers; " + _FIRST_READ + ".",
+        "before: v0.8.5.post1 vllm/v1/kv_cache_interface.py:142-166"),
+    Change(
+        "none_hash_init_function", "0.10.0", True,
+        "kv_cache_utils.init_none_hash(hash_fn) sets NONE_HASH at manager construction instead of "
+        "once at import.",
+        "NONE_HASH must be computed with the hash function the manager uses.",
+        "v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73; before: v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60"),
+    Change(
+        "manager_hashes_blocks", "0.10.1", False,
+        "requests carry a block_hasher and their own block_hashes; KVCacheManager takes no "
+        "caching_hash_algo and has no req_to_block_hashes or free_block_hashes.",
+        "the behaviour side of the same change is V1Policy.hashes_on_request.",
+        "v0.10.1 vllm/v1/request.py:41, 120-121; before: v0.9.2 vllm/v1/core/kv_cache_manager.py:112-114"),
+    Change(
+        "request_multimodal_args", "0.10.2", False,
+        "Request no longer requires multi_modal_inputs, multi_modal_hashes and multi_modal_placeholders.",
+        _FIRST_READ + ".",
+        "before: v0.9.2 vllm/v1/request.py:23-39"),
+    Change(
+        "hashing_module", "0.11.1", "vllm.utils.hashing",
+        "sha256 and sha256_cbor move from vllm.utils to vllm.utils.hashing.",
+        "vllm/utils was split into modules; " + _FIRST_READ + ".",
+        "v0.11.1 vllm/utils/hashing.py"),
+    Change(
+        "spec_use_mla", "0.11.1", False,
+        "FullAttentionSpec and SlidingWindowSpec no longer take use_mla (MLA has its own spec).",
+        _FIRST_READ + ".",
+        "v0.11.1 vllm/v1/kv_cache_interface.py"),
+    Change(
+        "manager_hash_block_size_arg", "0.12.0", True,
+        "KVCacheManager requires hash_block_size (the block size the request hashes are computed at).",
+        "groups of different block sizes share one hash list at a common block size; " + _FIRST_READ + ".",
+        "v0.12.0 vllm/v1/core/kv_cache_manager.py"),
+    Change(
+        "evict_blocks_method", "0.13.0", True,
+        "KVCacheManager.evict_blocks(ids) exists (the behaviour: V1Policy.evict_blocks_supported).",
+        "KV connectors drop blocks they lost from the prefix cache.",
+        "v0.13.0 vllm/v1/core/kv_cache_manager.py:336"),
+    Change(
+        "request_eos_argument", "0.17.0", False,
+        "Request takes no eos_token_id; the EOS id comes from "
+        "SamplingParams.update_from_generation_config({}, eos_token_id=...).",
+        _FIRST_READ + ".",
+        "v0.17.0 vllm/v1/request.py"),
+    Change(
+        "manager_scheduler_block_size_arg", "0.23.0", True,
+        "KVCacheManager requires scheduler_block_size.",
+        _FIRST_READ + ".",
+        "v0.23.0 vllm/v1/core/kv_cache_manager.py"),
+    Change(
+        "manager_watermark_arg", "0.24.0", True,
+        "KVCacheManager takes watermark (the behaviour: V1Policy.watermark_supported).",
+        "an admission reserve against preemption thrash.",
+        "v0.24.0 vllm/v1/core/kv_cache_manager.py:125"),
+    Change(
+        "allocate_has_scheduled_reqs", "0.24.0", True,
+        "allocate_slots takes has_scheduled_reqs (the watermark applies only while others are scheduled).",
+        "the watermark must not starve a pool with nothing else running.",
+        "v0.24.0 vllm/v1/core/kv_cache_manager.py:288"),
+)
+
+V0_API_LOG: tuple[Change, ...] = (
+    Change(
+        "reset_prefix_cache", "0.7.2", True,
+        "SelfAttnBlockSpaceManager.reset_prefix_cache() exists.",
+        _FIRST_READ + " after 0.6.6.post1, whose vllm/core/block_manager.py has no such method.",
+        "v0.7.2 vllm/core/block_manager.py"),
+    Change(
+        "group_status_per_sequence", "0.7.2", True,
+        "SequenceGroup.get_seqs(status) filters each sequence by its own status instead of returning "
+        "all or none by the first sequence's status.",
+        "the block manager's own get_seqs calls must not see a finished member as running; "
+        + _FIRST_READ + ".",
+        "before: v0.6.6.post1 vllm/sequence.py:804-811"),
+)
+
+KERNEL_API_LOG: tuple[Change, ...] = (
+    Change(
+        "min_block_size", "0.9.2", 1,
+        "the pinned Triton no longer asserts that both tl.dot operands have every dimension >= 16, "
+        "so kernel_paged_attention_2d builds for block size 8.",
+        "vLLM 0.8.x pins Triton 3.2 (with torch 2.6); " + _FIRST_READ + ".",
+        "before: v0.8.5.post1 vllm/attention/ops/chunked_prefill_paged_decode.py:159"),
+    Change(
+        "paged_2d_rocm_check_bound_at_import", "0.10.2", False,
+        "chunked_prefill_paged_decode imports the ROCm check at call time instead of at module load.",
+        _FIRST_READ + ".",
+        "before: v0.9.2 vllm/attention/ops/chunked_prefill_paged_decode.py:14"),
+    Change(
+        "unified_masks_tail", "0.11.1", True,
+        "the unified attention kernels mask their K/V loads past the context (tile_mask).",
+        "unwritten slots may hold NaN, which reaches the output as 0 * NaN; " + _FIRST_READ + ".",
+        "v0.11.1 vllm/attention/ops/triton_unified_attention.py"),
+    Change(
+        "cache_write_head_major", "0.11.1", False,
+        "triton_reshape_and_cache_flash arrives and writes only the flash layout.",
+        _FIRST_READ + ".",
+        "v0.11.1 vllm/attention/ops/triton_reshape_and_cache_flash.py"),
+    Change(
+        "unified_split_k_args", "0.13.0", True,
+        "unified_attention takes the split-K arguments (seq_threshold_3D, num_par_softmax_segments, "
+        "softmax_segm_*).",
+        _FIRST_READ + ".",
+        "v0.13.0 vllm/attention/ops/triton_unified_attention.py"),
+    Change(
+        "ops_package", "0.14.0", "vllm.v1.attention.ops",
+        "the Triton attention ops move from vllm.attention.ops to vllm.v1.attention.ops.",
+        _FIRST_READ + ".",
+        "v0.14.0 vllm/v1/attention/ops/triton_unified_attention.py"),
+    Change(
+        "cache_write_head_major", "0.14.0", True,
+        "triton_reshape_and_cache_flash also writes the classic head-major 5-D cache "
+        "(USE_HEAD_MAJOR_LAYOUT).",
+        _FIRST_READ + ".",
+        "v0.14.0 vllm/v1/attention/ops/triton_reshape_and_cache_flash.py"),
+    Change(
+        "paged_2d_masks_tail", "0.25.0", True,
+        "kernel_paged_attention_2d masks its K/V loads past the context in a sequence's last block.",
+        _FIRST_READ + ".",
+        "v0.25.0 vllm/v1/attention/ops/chunked_prefill_paged_decode.py"),
+)
+
+MECHANISM_LOG: tuple[Change, ...] = (
+    Change(
+        "v1_block_pool", "0.8.0", True,
+        "vllm/v1/core/block_pool.py (BlockPool) arrives: the V1 page manager the machines model.",
+        "V1 was an opt-in alpha engine before; its pages were managed without a block pool.",
+        "v0.8.0 vllm/v1/core/block_pool.py"),
+    Change(
+        "triton_kernels", "0.8.5", True,
+        "the Triton kernels the kernel properties drive are there (kernel_paged_attention_2d, "
+        "unified attention).",
+        _FIRST_READ + ".",
+        "v0.8.5 vllm/attention/ops/chunked_prefill_paged_decode.py"),
+    Change(
+        "v0_block_manager", "0.11.0", False,
+        "the V0 engine and its block manager (vllm/core/block_manager.py, vllm/core/block/*) are removed.",
+        "V1 became the only engine.",
+        "v0.11.0 sdist (sha256 f435a64c24e9c4178d657a76f8edd8548ddc444012f7d06a9f79ac3a6392bfae) "
+        "has no vllm/core/; v0.10.2 vllm/core/block_manager.py"),
+)
+
+LOGS: dict[type, tuple[Change, ...]] = {
+    V1Policy: V1_POLICY_LOG, V0Policy: V0_POLICY_LOG, V1Api: V1_API_LOG, V0Api: V0_API_LOG,
+    KernelApi: KERNEL_API_LOG, Mechanisms: MECHANISM_LOG,
+}
+
+# Releases whose sources were read against a measured release of the same series and found the
+# same on every path the harness drives (V1 core, request, KV-cache interface, Triton kernels,
+# V0 block manager and sequence): they are driven as that release. Where they differ only outside
+# those paths, the difference is named: 0.6.5 (a docstring), 0.7.2 (Sequence.__repr__/items),
+# 0.14.0 (the encoder cache), 0.17.0 (no take_new_block_ids), 0.19.0 (an EAGLE-only path), 0.20.0
+# (start-up pool sizing; its Request differs in a structured-output argument).
+READ_AS_MEASURED: dict[str, str] = {
+    "0.6.5": "0.6.6.post1", "0.6.6": "0.6.6.post1", "0.7.2": "0.7.3", "0.8.5": "0.8.5.post1",
+    "0.11.1": "0.11.2", "0.14.0": "0.14.1", "0.17.0": "0.17.1", "0.18.0": "0.18.1",
+    "0.19.0": "0.19.1", "0.20.0": "0.20.1", "0.22.0": "0.22.1", "0.25.0": "0.25.1", "0.27.0": "0.27.1",
+}
+
+
+def _values_at(record: type, release: str) -> dict[str, object]:
+    key = release_key(release)
+    values = dict(INITIAL[record])
+    for change in LOGS[record]:
+        if release_key(change.first) <= key:
+            values[change.field] = change.value_from
+    return values
+
+
+@lru_cache(maxsize=None)
+def v1_policy_at(release: str) -> V1Policy:
+    """The V1 policy of a release, computed from the log; named ``v<release>``."""
+    return V1Policy(name=f"v{release}", **_values_at(V1Policy, release))  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=None)
+def v0_policy_at(release: str) -> V0Policy:
+    """The V0 policy of a release, computed from the log; named ``v<release>``."""
+    return V0Policy(name=f"v{release}", **_values_at(V0Policy, release))  # type: ignore[arg-type]
+
+
+def policy_named(name: str, record: type = V1Policy):
+    """The policy a trace or config names, e.g. ``"v0.33.0"``: the log's values at that release."""
+    if not isinstance(name, str) or not name.startswith("v"):
+        raise KeyError(f"a policy is named v<release>, e.g. 'v0.33.0', not {name!r}")
+    try:
+        release_key(name[1:])
+    except ValueError:
+        raise KeyError(f"a policy is named v<release>, e.g. 'v0.33.0', not {name!r}") from None
+    release = name[1:]
+    if record is V1Policy:
+        if api_at(release).v1 is None:
+            raise KeyError(f"vLLM {release} has no V1 BlockPool, so there is no V1 policy {name!r}")
+        return v1_policy_at(release)
+    if api_at(release).v0 is None:
+        raise KeyError(f"vLLM {release} has no V0 block manager, so there is no V0 policy {name!r}")
+    return v0_policy_at(release)
+
+
+@dataclass(frozen=True)
+class ReleaseApi:
+    """Everything the adapters read about one release, computed from the log."""
+
+    release: str
+    mechanisms: Mechanisms
+    v1: V1Api | None  # None: no V1 BlockPool
+    v0: V0Api | None  # None: no V0 block manager
+    kernels: KernelApi | None  # None: no Triton kernels
+
+
+@lru_cache(maxsize=None)
+def api_at(release: str) -> ReleaseApi:
+    """The adapters' view of a release, from the log."""
+    mech = Mechanisms(**_values_at(Mechanisms, release))  # type: ignore[arg-type]
+    return ReleaseApi(
+        release=release, mechanisms=mech,
+        v1=V1Api(**_values_at(V1Api, release)) if mech.v1_block_pool else None,  # type: ignore[arg-type]
+        v0=V0Api(**_values_at(V0Api, release)) if mech.v0_block_manager else None,  # type: ignore[arg-type]
+        kernels=KernelApi(**_values_at(KernelApi, release)) if mech.triton_kernels else None,  # type: ignore[arg-type]
+    )
+
+
+def changes_at(release: str) -> list[tuple[type, Change]]:
+    """Every logged change whose first release is ``release`` (for the releases page)."""
+    return [(record, c) for record, log in LOGS.items() for c in log if c.first == release]
+
+
+def check_log() -> list[str]:
+    """Problems with the log itself: unknown fields, missing initial values, changes out of order
+    or that change nothing. Empty when the log is well formed (a test asserts it)."""
+    problems = []
+    for record, log in LOGS.items():
+        names = {f.name for f in fields(record)} - {"name"}
+        if set(INITIAL[record]) != names:
+            problems.append(f"{record.__name__}: INITIAL lacks {sorted(names - set(INITIAL[record]))}, "
+                            f"has unknown {sorted(set(INITIAL[record]) - names)}")
+        last: dict[str, tuple[tuple, object]] = {}
+        for change in log:
+            if change.field not in names:
+                problems.append(f"{record.__name__}: change of unknown field {change.field!r}")
+                continue
+            key = release_key(change.first)
+            before_key, before = last.get(change.field, ((0, 0, 0, 0, 0), INITIAL[record][change.field]))
+            if key <= before_key:
+                problems.append(f"{record.__name__}.{change.field}: change at {change.first} is not after the previous one")
+            if change.value_from == before:
+                problems.append(f"{record.__name__}.{change.field}: change at {change.first} keeps the value {before!r}")
+            last[change.field] = (key, change.value_from)
+    return problems
+
+
+# The names the releases page and older readers use.
+V1_FIELD_HISTORY = V1_POLICY_LOG
+V0_FIELD_HISTORY = V0_POLICY_LOG
+FieldChange = Change
+
+__all__ = [
+    "Change", "FieldChange", "INITIAL", "OLDEST", "V1_POLICY_LOG", "V0_POLICY_LOG", "V1_API_LOG", "V0_API_LOG",
+    "KERNEL_API_LOG", "MECHANISM_LOG", "LOGS", "READ_AS_MEASURED", "ReleaseApi", "api_at", "changes_at",
+    "check_log", "policy_named", "release_key", "v0_policy_at", "v1_policy_at", "V1_FIELD_HISTORY",
+    "V0_FIELD_HISTORY",
+]
