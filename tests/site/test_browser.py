@@ -539,3 +539,68 @@ def test_trace_explorer_on_a_phone_shows_copy_on_write(browser, base_url) -> Non
     finally:
         w.close()
     assert not errors, errors
+
+
+# --- citations: the cite controls on the annotated pages -----------------------------------------
+
+def test_cite_control_copies_the_notes_markdown_on_desktop_and_phone(browser, base_url, annotated) -> None:
+    """Catches: a cite control that shows or copies other text than the citation built at build time
+    (release, file, range, note id, content hash, links), a plain-text tab that does not switch, a
+    line anchor without its cite control or with another line's hash, or a popover wider than a
+    390 px phone."""
+    from annotations import cite
+    from annotations.model import parse, range_hash, upstream_lines
+    from annotations.upstream import read_file
+
+    rel = annotated.removeprefix("sources/").rstrip("/")  # v0.10.2/vllm/core/block_manager.py
+    af = parse(REPO / "annotations" / f"{rel}.md")
+    note = af.notes[len(af.notes) // 2]
+    cited = cite.note_citation(af, note)
+    lines = upstream_lines(read_file(af.version, af.upstream))
+    line = note.start
+    errors: list[str] = []
+    for width, height, name in ((1400, 1000, "desktop"), (390, 844, "phone")):
+        context = browser.new_context(viewport={"width": width, "height": height},
+                                      permissions=["clipboard-read", "clipboard-write"])
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(f"{name} console: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(f"{name} pageerror: {e}"))
+        try:
+            page.goto(base_url + annotated + "#" + note.id)
+            button = page.locator(f'aside.ann-note[id="{note.id}"] button.ann-cite')
+            button.click()
+            pop = page.locator(".ann-cite-pop")
+            pop.wait_for(state="visible")
+            page.wait_for_function("() => document.querySelector('.ann-cite-pop').dataset.copied !== 'pending'")
+            md = page.input_value(".ann-cite-pop textarea")
+            site = md.split("note [`", 1)[1].split("](", 1)[1].split("sources/", 1)[0]
+            assert md == cited.markdown(site), md
+            for part in (f"v{af.version}", f"`{af.upstream}` {note.range_text}", f"#{note.range_text}",
+                         f"[`{note.id}`]", note.hash, f"sources/{rel}/#{note.id}"):
+                assert part in md, (part, md)
+            selected = page.evaluate("() => { const t = document.querySelector('.ann-cite-pop textarea');"
+                                     " return t.value.slice(t.selectionStart, t.selectionEnd); }")
+            assert selected == md, "the citation is not selected for copying by hand"
+            if pop.get_attribute("data-copied") == "yes":
+                assert page.evaluate("() => navigator.clipboard.readText()") == md
+            box = pop.bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (name, box)
+            overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{name}: the cite popover is {overflow}px wider than the screen"
+            page.screenshot(path=str(SHOTS / f"cite-note-{name}.png"))
+            page.click(".ann-cite-pop [data-form='plain']")
+            assert page.input_value(".ann-cite-pop textarea") == cited.plain(site)
+            page.keyboard.press("Escape")
+            pop.wait_for(state="hidden")
+            # a line anchor: its control cites exactly that line, with the line's own content hash
+            page.goto(base_url + annotated + f"#L{line}")
+            page.locator(f'[id="L{line}"] button.ann-line-cite').click()
+            pop.wait_for(state="visible")
+            md_line = page.input_value(".ann-cite-pop textarea")
+            digest = range_hash(lines, line, line)
+            assert f"`{af.upstream}` L{line}](" in md_line and f'#L{line} "{digest}")' in md_line, md_line
+            assert f"sources/{rel}/#L{line})" in md_line and f"content hash `{digest}`" in md_line, md_line
+            assert page.locator("button.ann-line-cite").count() == 1
+        finally:
+            context.close()
+    assert not errors, errors
