@@ -97,14 +97,38 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
 
 def compare_step(a: System, b: System, op: dict) -> tuple[dict, str | None]:
     """Apply ``op`` to both systems; return (shared outcome, None) or (outcome of a, difference)."""
+    out_a, _, diff = compare_step_sides(a, b, op)
+    return out_a, diff
+
+
+def compare_step_sides(a: System, b: System, op: dict) -> tuple[dict, dict, str | None]:
+    """Apply ``op`` to both systems; return both outcomes and the first difference (or None)."""
     out_a, out_b = outcome(a, op), outcome(b, op)
     diff = first_difference(out_a, out_b)
     if diff:
-        return out_a, f"outcome of {op!r} differs at {diff}\n  {a.label}: {out_a}\n  {b.label}: {out_b}"
+        return out_a, out_b, f"outcome of {op!r} differs at {diff}\n  {a.label}: {out_a}\n  {b.label}: {out_b}"
     diff = first_difference(a.snapshot(), b.snapshot())
     if diff:
-        return out_a, f"state after {op!r} differs at {diff} ({a.label} vs {b.label})"
-    return out_a, None
+        return out_a, out_b, f"state after {op!r} differs at {diff} ({a.label} vs {b.label})"
+    return out_a, out_b, None
+
+
+def side_states(a: System, b: System, outcomes: tuple[dict | None, dict | None] = (None, None)) -> list[dict]:
+    """What a saved divergence keeps of each system after the last op: label, outcome, snapshot.
+
+    Before that op the two agreed at every step, so these two states are all a reader needs to see
+    both sides of the whole trace (``python -m conformance explore``). A snapshot that cannot be
+    taken (the system is broken by the op) is ``null``, with ``snapshot_error`` saying why.
+    """
+    sides = []
+    for system, out in zip((a, b), outcomes):
+        side: dict[str, Any] = {"label": system.label, "outcome": out}
+        try:
+            side["snapshot"] = json.loads(json.dumps(system.snapshot(), default=str))
+        except Exception as err:  # the op left the system unable to describe itself
+            side["snapshot"], side["snapshot_error"] = None, f"{type(err).__name__}: {err}"
+        sides.append(json.loads(json.dumps(side, default=str)))
+    return sides
 
 
 @dataclass
@@ -153,12 +177,12 @@ class LockstepMachine(RuleBasedStateMachine):
         self.trace["ops"].append(json.loads(json.dumps(op)))  # a copy: rules may reuse their lists
         type(self).counters.steps += 1
         try:
-            out, diff = compare_step(self.a, self.b, op)
+            out, out_b, diff = compare_step_sides(self.a, self.b, op)
         except Exception as err:  # an exception no adapter maps to a category: keep its trace too
             self._diverged(f"{op!r} raised {type(err).__name__}: {err} (not an OpError: a bug in an "
                            f"adapter, the reference or vLLM)")
         if diff:
-            self._diverged(diff)
+            self._diverged(diff, (out, out_b))
         return out
 
     # -- internals ----------------------------------------------------------------------------
@@ -167,9 +191,11 @@ class LockstepMachine(RuleBasedStateMachine):
         if diff:
             self._diverged(f"initial state differs at {diff}")
 
-    def _diverged(self, message: str) -> None:
+    def _diverged(self, message: str, outcomes: tuple[dict | None, dict | None] = (None, None)) -> None:
         trace = json.loads(json.dumps(self.trace))
         trace["divergence"] = message
+        if self.a is not None and self.b is not None:
+            trace["sides"] = side_states(self.a, self.b, outcomes)
         type(self).last_divergence = trace
         raise Divergence(message, trace)
 
@@ -190,39 +216,49 @@ def save_trace(trace: dict, directory: Path, stem: str | None = None) -> Path:
 def replay(trace: dict) -> tuple[int, str | None]:
     """Replay a trace on fresh systems; return (ops applied, first difference or None).
 
+    :func:`replay_sides` does the same and also returns both systems' states at the difference.
+
     ``trace["expect"]``, when present, is a list aligned with ``ops``; each entry is ``null`` (no
     expectation) or ``{"outcome": ..., "state": {key: value}}`` where ``state`` names top-level
     snapshot keys. Traces rebuilt from vLLM's own tests pin what vLLM's test asserts (e.g. the
     free-queue order after ``test_prefill``), so a replay checks the reference against vLLM's
     expectation *and* against vLLM.
     """
+    done, diff, _ = replay_sides(trace)
+    return done, diff
+
+
+def replay_sides(trace: dict) -> tuple[int, str | None, list[dict] | None]:
+    """:func:`replay`, plus :func:`side_states` of both systems where they differ (else None)."""
     module = importlib.import_module(SEMANTICS_MODULES[trace["semantics"]])
     a, b = module.make_systems(trace["config"])
     diff = first_difference(a.snapshot(), b.snapshot())
     if diff:
-        return 0, f"initial state differs at {diff}"
+        return 0, f"initial state differs at {diff}", side_states(a, b)
     expect = trace.get("expect") or [None] * len(trace["ops"])
     for i, (op, want) in enumerate(zip(trace["ops"], expect)):
         try:
-            out, diff = compare_step(a, b, op)
+            out, out_b, diff = compare_step_sides(a, b, op)
         except NotApplicable:  # the trace asks for something this release does not have
             raise
         except Exception as err:  # as in LockstepMachine.step: report it, with where it happened
             return i + 1, (f"{op!r} raised {type(err).__name__}: {err} (not an OpError: a bug in an "
-                           f"adapter, the reference or vLLM)")
+                           f"adapter, the reference or vLLM)"), side_states(a, b)
         if diff:
-            return i + 1, diff
+            return i + 1, diff, side_states(a, b, (out, out_b))
         if want and "outcome" in want:
             diff = first_difference(out, want["outcome"])
             if diff:
-                return i + 1, f"op {i} {op!r}: outcome differs from the expected one at {diff}"
+                return i + 1, f"op {i} {op!r}: outcome differs from the expected one at {diff}", \
+                    side_states(a, b, (out, out_b))
         if want and "state" in want:
             snap = a.snapshot()
             for key, value in want["state"].items():
                 diff = first_difference(snap.get(key), value, "/" + key)
                 if diff:
-                    return i + 1, f"after op {i} {op!r}: state differs from the expected at {diff}"
-    return len(trace["ops"]), None
+                    return i + 1, f"after op {i} {op!r}: state differs from the expected at {diff}", \
+                        side_states(a, b, (out, out_b))
+    return len(trace["ops"]), None, None
 
 
 # -- running a machine as a property ------------------------------------------------------------

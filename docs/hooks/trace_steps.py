@@ -1,28 +1,22 @@
-"""The trace explorer's data: a trace replayed through the reference, one display state per step.
+"""The traces the site's explorer shows: the conformance corpus and the seed demo's two workloads.
 
-A trace is the conformance engine's JSON (``semantics``, ``config``, ``ops``, optional
-``expect``). :func:`replay` drives the reference through the lockstep adapters
-(``conformance/adapters/reference_v1.py`` / ``reference_v0.py``: their ``apply`` and ``snapshot``
-are exactly what the conformance runs compare against vLLM) and turns each snapshot into the few
-things a reader follows: each request's block table, the free queue in order, reference counts,
-which block carries which (shortened) hash, and what the step did that is easy to miss:
-evictions, copy-on-write pairs, swaps, newly mapped blocks. Where the trace pins vLLM's own
-expectations for a step (rebuilt from vLLM's tests), the step says whether the reference met them.
+The seed demo's first experiment (a sequence grows from 4 to 5 tokens in blocks of 4, so the fifth
+token needs a second block) is :data:`SEED_FIFTH_TOKEN_TRACE`, the first exercise set; its second
+(shared prefix, fork, free, eviction) is :data:`SEED_DEMO_TRACE`.
 
-Step 0 is the state before any op; step ``k`` is the state after op ``k`` (1-based).
+Replaying a trace into display states is :mod:`conformance.explorer.steps` (shared with
+``python -m conformance explore``); this module only says which traces get a page, under which
+slug and title.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.lockstep import outcome
+from conformance.explorer.steps import op_summary, outcome_summary, replay
 from conformance.trace_file import load_trace
-
-HASH_CHARS = 8
 
 #: The seed demo's V0 workload (``docs/hooks/seed_data.py``: shared prefix, fork with copy-on-write,
 #: free, an allocation that must evict), written as lockstep ops so it replays like any trace.
@@ -58,6 +52,25 @@ SEED_DEMO_TRACE: dict[str, Any] = {
 }
 
 
+#: The seed demo's first experiment as lockstep ops: four tokens fill one block of four; the fifth
+#: token needs a second block (the reference V0 manager, blocks of 4, 8 GPU blocks).
+SEED_FIFTH_TOKEN_TRACE: dict[str, Any] = {
+    "semantics": "v0",
+    "source": "the seed demo's first experiment (docs/seed-demo.md: one sequence, two placements) as lockstep ops",
+    "config": {"block_size": 4, "num_gpu_blocks": 8, "num_cpu_blocks": 0, "watermark": 0.0,
+               "sliding_window": None, "enable_caching": False},
+    "ops": [
+        {"op": "add_group", "group": "A", "seqs": [1], "prompt": [1, 2, 3, 4]},
+        {"op": "allocate", "group": "A"},
+        {"op": "compute", "seq": 1},
+        {"op": "append_token", "seq": 1, "token": 5},
+        {"op": "append_slots", "seq": 1, "lookahead": 0},
+        {"op": "block_table", "seq": 1},
+    ],
+}
+SEED_FIFTH_TOKEN_SLUG = "seed-demo-fifth-token"
+
+
 @dataclass(frozen=True)
 class TraceSpec:
     """A trace to explore: its page slug, a title, and the trace itself."""
@@ -68,131 +81,16 @@ class TraceSpec:
 
 
 def corpus_specs(paths: list[Path]) -> list[TraceSpec]:
-    """Every trace of the corpus (``conformance.corpus.corpus()``), then the seed demo's workload."""
+    """Every trace of the corpus (``conformance.corpus.corpus()``), then the seed demo's two."""
     specs = []
     for path in paths:
         trace = load_trace(path)
         specs.append(TraceSpec(f"{path.parent.name}-{path.stem}".lower(), f"{path.parent.name}/{path.stem}", trace))
+    specs.append(TraceSpec(SEED_FIFTH_TOKEN_SLUG, "seed demo: the fifth token", SEED_FIFTH_TOKEN_TRACE))
     specs.append(TraceSpec("seed-demo-workload", "seed demo: the V0 workload", SEED_DEMO_TRACE))
     return specs
 
 
-def system_for(trace: dict):
-    """The reference system behind a trace's semantics."""
-    semantics = trace.get("semantics")
-    if semantics == "v1":
-        from conformance.adapters.reference_v1 import ReferenceV1System
-
-        return ReferenceV1System(trace["config"])
-    if semantics == "v0":
-        from conformance.adapters.reference_v0 import ReferenceV0System
-
-        return ReferenceV0System(trace["config"])
-    raise ValueError(f"trace semantics {semantics!r} is neither 'v0' nor 'v1'")
-
-
-def short(hex_hash: str | None) -> str | None:
-    return None if hex_hash is None else hex_hash[:HASH_CHARS]
-
-
-def view_v1(snap: dict) -> dict:
-    """The display state of a V1 snapshot (``ReferenceV1System.snapshot``)."""
-    hashes = {i: short(h) for i, (_, h) in enumerate(snap["blocks"]) if h is not None}
-    return {
-        "tables": [[req, r["tables"], f"{r['status']}, {r['num_computed_tokens']}/{r['num_tokens']} tokens computed"]
-                   for req, r in snap["requests"].items()],
-        "free": list(snap["free_queue"]),
-        "evictable": None,
-        "refs": {str(i): ref for i, (ref, _) in enumerate(snap["blocks"]) if ref},
-        "num_blocks": len(snap["blocks"]),
-        "hashes": {str(i): h for i, h in hashes.items()},
-        "cached": [[short(key), list(ids)] for key, ids in snap["cached"]],
-        "cpu_free": None,
-    }
-
-
-def view_v0(snap: dict) -> dict:
-    """The display state of a V0 snapshot (``BlockSpaceManager.snapshot``, GPU side first)."""
-    gpu = snap["gpu"]
-    cached = gpu.get("cached", [])
-    return {
-        "tables": [[seq, [ids], f"{snap['full_slots'].get(seq, 0)} token slots"] for seq, ids in snap["tables"].items()],
-        "free": list(gpu["free"]),
-        "evictable": [p[0] for p in gpu.get("evictor", {}).get("parked", [])],
-        "refs": {str(b): c for b, c in gpu["refcounts"].items() if c},
-        "num_blocks": None,
-        "hashes": {str(b): short(h) for h, b in cached},
-        "cached": [[short(h), [b]] for h, b in cached],
-        "cpu_free": list(snap["cpu"]["free"]) if snap.get("cpu", {}).get("free") or snap.get("cpu", {}).get("refcounts") else None,
-    }
-
-
-def events(semantics: str, op: dict, result: Any, before: dict, after: dict) -> dict:
-    """What this step did to blocks: evictions, copy-on-write and swap pairs, newly mapped blocks."""
-    evicted: list[int] = []
-    if op.get("op") != "reset_prefix_cache":
-        for block, h in before["hashes"].items():
-            if after["hashes"].get(block) != h and (
-                semantics == "v1" or int(block) in (before["evictable"] or []) or int(block) in before["free"]
-            ):
-                evicted.append(int(block))
-    old = {b for _, groups, _ in before["tables"] for g in groups for b in g}
-    new = sorted({b for _, groups, _ in after["tables"] for g in groups for b in g} - old)
-    cow = [list(p) for p in result] if op.get("op") == "append_slots" and isinstance(result, list) else []
-    swapped = [list(p) for p in result] if op.get("op") in ("swap_out", "swap_in") and isinstance(result, list) else []
-    return {"evicted": sorted(evicted), "cow": cow, "swapped": swapped, "new": new}
-
-
-def matches(expect: dict | None, out: dict, snap: dict) -> bool | None:
-    """Whether the step meets the trace's pinned expectation (None when it pins nothing)."""
-    if not expect:
-        return None
-    ok = True
-    if "outcome" in expect:
-        ok &= expect["outcome"] == out
-    for key, value in expect.get("state", {}).items():
-        ok &= snap.get(key) == value
-    return bool(ok)
-
-
-def replay(trace: dict) -> list[dict]:
-    """Every step of ``trace`` on the reference: op, outcome, display state, events, expectation."""
-    system = system_for(trace)
-    semantics = trace["semantics"]
-    view = view_v1 if semantics == "v1" else view_v0
-    expects = trace.get("expect") or []
-    state = view(system.snapshot())
-    steps = [{"op": None, "outcome": None, "state": state, "events": events(semantics, {}, None, state, state),
-              "expect": None, "met": None}]
-    for k, op in enumerate(trace["ops"]):
-        out = outcome(system, op)
-        snap = system.snapshot()
-        after = view(snap)
-        expect = expects[k] if k < len(expects) else None
-        steps.append({"op": op, "outcome": out, "state": after,
-                      "events": events(semantics, op, out.get("result"), state, after),
-                      "expect": expect, "met": matches(expect, out, snap)})
-        state = after
-    return steps
-
-
-def op_summary(op: dict | None, limit: int = 6) -> str:
-    """One line for an op: its name and arguments, long token lists shortened."""
-    if op is None:
-        return "initial state"
-    parts = []
-    for key, value in op.items():
-        if key == "op":
-            continue
-        if isinstance(value, list) and len(value) > limit:
-            value = f"[{', '.join(map(str, value[:limit]))}, … {len(value)} items]"
-        parts.append(f"{key}={value}")
-    return f"{op['op']}({', '.join(parts)})"
-
-
-def outcome_summary(out: dict | None) -> str:
-    if out is None:
-        return ""
-    if "error" in out:
-        return f"refused: {out['error']}"
-    return "" if out.get("result") is None else f"→ {json.dumps(out['result'])}"
+# replay and the summaries live in conformance.explorer.steps; named here too for older callers.
+__all__ = ["SEED_DEMO_TRACE", "SEED_FIFTH_TOKEN_SLUG", "SEED_FIFTH_TOKEN_TRACE", "TraceSpec", "corpus_specs",
+           "op_summary", "outcome_summary", "replay"]

@@ -541,6 +541,113 @@ def test_trace_explorer_on_a_phone_shows_copy_on_write(browser, base_url) -> Non
     assert not errors, errors
 
 
+# --- exercise mode ---------------------------------------------------------------------------------
+
+def panel_view(page) -> tuple[int, str]:
+    step, view = page.evaluate("() => { const p = document.querySelector('.tx-panel'); return [+p.dataset.step, p.dataset.view]; }")
+    return step, view
+
+
+def forward_to(page, k: int) -> None:
+    """Click forward until the panel is at step k (keys are ignored while an answer field has focus)."""
+    for _ in range(k + 2):
+        if panel_view(page)[0] == k:
+            return
+        page.click(".tx-next")
+    assert panel_view(page)[0] == k
+
+
+def answer(page, answers: dict[str, str]) -> None:
+    for qid, text in answers.items():
+        page.fill(f".tx-ex-q[data-q='{qid}'] input", text)
+    page.click(".tx-ex-check")
+    page.wait_for_function("() => document.querySelector('.tx-panel').dataset.view === 'state'")
+
+
+def verdicts(page) -> dict[str, tuple[bool, str, str | None]]:
+    return {qid: (ok, text, href) for qid, ok, text, href in page.evaluate(
+        """() => Array.from(document.querySelectorAll('.tx-verdict'), v => [v.dataset.q,
+             v.classList.contains('tx-right'), v.textContent,
+             v.querySelector('a.tx-why') ? v.querySelector('a.tx-why').getAttribute('href') : null])""")}
+
+
+def test_exercise_mode_checks_one_answer_right_and_one_wrong_on_desktop_and_phone(browser, base_url) -> None:
+    """Catches: exercise mode showing the step before the student answers, grading against
+    anything but the reference's state, a wrong answer without the right one and the note that
+    explains it, progress lost on reload, the seed demo's attention answer not 3 in both layouts,
+    or a form wider than a 390 px phone."""
+    from docs.hooks.trace_steps import SEED_FIFTH_TOKEN_SLUG, SEED_FIFTH_TOKEN_TRACE
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    trace = SEED_FIFTH_TOKEN_TRACE
+    alloc = next(k for k, op in enumerate(trace["ops"], 1) if op["op"] == "allocate")
+    snap = snapshot_after(trace, alloc)
+    table, free, refs = snap["tables"]["1"], snap["gpu"]["free"], snap["gpu"]["refcounts"]
+    assert table and free and snapshot_after(trace, alloc - 1)["gpu"]["free"][0] != free[0]
+    last = len(trace["ops"])
+    errors: list[str] = []
+    for width, height, name in ((1400, 1000, "desktop"), (390, 844, "phone")):
+        w = Watched(browser, width, height)
+        try:
+            page = w.page
+            url = base_url + f"trace-explorer/{SEED_FIFTH_TOKEN_SLUG}/#exercise"
+            page.goto(url)
+            page.wait_for_function("() => document.querySelector('.tx-panel').dataset.step === '0'")
+            assert page.get_attribute(".tx-ex-toggle", "aria-pressed") == "true"
+            forward_to(page, alloc)
+            assert panel_view(page) == (alloc, "question")
+            # the answer is not on screen: the panel shows the state before the op
+            assert page.locator(".tx-panel table.tx-tables tr").count() == 0
+            ids = page.evaluate("() => Array.from(document.querySelectorAll('.tx-ex-q'), q => q.dataset.q)")
+            assert ids == [f"s{alloc}-table", f"s{alloc}-free_head", f"s{alloc}-ref"], ids
+            block = int(page.locator(f".tx-ex-q[data-q='s{alloc}-ref'] .tx-ex-prompt").inner_text().split("block ")[1].split("'")[0])
+            overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{name}: the question card is {overflow}px wider than the screen"
+            page.screenshot(path=str(SHOTS / f"exercise-question-{name}.png"))
+            wrong_head = str((free[0] + 1) % 8)
+            answer(page, {f"s{alloc}-table": ", ".join(map(str, table)), f"s{alloc}-free_head": wrong_head,
+                          f"s{alloc}-ref": str(refs.get(str(block), 0))})
+            got = verdicts(page)
+            assert got[f"s{alloc}-table"][0] and got[f"s{alloc}-ref"][0], got
+            ok, text, why = got[f"s{alloc}-free_head"]
+            assert not ok and f"you said {wrong_head}" in text and f"the reference computed {free[0]}" in text, text
+            # the note that explains the free queue's order, on its annotated page
+            note_page, _, note_id = urljoin(page.url, why).partition("#")
+            target = SITE / unquote(urlsplit(note_page).path).lstrip("/") / "index.html"
+            assert target.is_file() and f'id="{note_id}"' in target.read_text(), why
+            # the step itself is now shown: the state after the op
+            assert shown_state(page)["tables"] == [["1", [table]]]
+            progress = page.inner_text(".tx-ex-progress")
+            assert progress.startswith("3 of ") and progress.endswith("answered, 2 right"), progress
+            page.screenshot(path=str(SHOTS / f"exercise-verdicts-{name}.png"))
+            overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{name}: the verdicts are {overflow}px wider than the screen"
+            # kept in the browser: after a reload the step shows its verdicts, not the form again
+            page.goto("about:blank")
+            page.goto(url)
+            page.wait_for_function("() => document.querySelector('.tx-panel').dataset.step === '0'")
+            forward_to(page, alloc)
+            assert panel_view(page) == (alloc, "state")
+            assert {q: v[0] for q, v in verdicts(page).items()} == {q: v[0] for q, v in got.items()}
+            # the seed demo's claim, as the last questions: 3 in both placements
+            forward_to(page, last)
+            assert panel_view(page) == (last, "question")
+            attention = page.evaluate("() => Array.from(document.querySelectorAll('.tx-ex-q'), q => q.dataset.q)"
+                                      ".filter(id => id.includes('attention'))")
+            assert len(attention) == 2
+            rest = {qid: "3" for qid in attention}
+            rest[f"s{last}-returns"] = "0 1 9"  # wrong: the table holds two blocks
+            answer(page, rest)
+            got = verdicts(page)
+            assert all(got[qid][0] for qid in attention), got
+            assert not got[f"s{last}-returns"][0] and "the reference computed " + ", ".join(map(str, table + [
+                snapshot_after(trace, last)["tables"]["1"][-1]])) in got[f"s{last}-returns"][1]
+            errors += w.errors
+        finally:
+            w.close()
+    assert not errors, errors
+
+
 # --- citations: the cite controls on the annotated pages -----------------------------------------
 
 def test_cite_control_copies_the_notes_markdown_on_desktop_and_phone(browser, base_url, annotated) -> None:

@@ -1,16 +1,24 @@
-"""The trace explorer's data and page: replayed states, highlighted events, deep-link anchors."""
+"""The trace explorer's data and page: replayed states, highlighted events, deep-link anchors,
+exercise questions answered by the reference, and the exercise sets the theory pages link to."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.corpus import corpus
-from docs.hooks.trace_explorer import explorer_html, step_item
-from docs.hooks.trace_steps import SEED_DEMO_TRACE, TraceSpec, corpus_specs, matches, op_summary, replay, view_v1
+from conformance.explorer.exercises import trace_questions
+from conformance.explorer.page import explorer_data, explorer_html, step_item
+from conformance.explorer.steps import matches, op_summary, replay, view_v1
+from docs.hooks.trace_explorer import EXERCISE_SETS, seed_questions
+from docs.hooks.trace_steps import (SEED_DEMO_TRACE, SEED_FIFTH_TOKEN_SLUG, SEED_FIFTH_TOKEN_TRACE, corpus_specs)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 V1_CONFIG = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 4, "groups": [{"kind": "full"}],
              "max_model_len": 64, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0"}
@@ -82,15 +90,15 @@ def test_the_corpus_includes_vllms_test_prefill_at_both_versions_and_the_seed_de
     """Catches: traces silently left out of the explorer."""
     slugs = {s.slug for s in corpus_specs(corpus())}
     assert {"v1-upstream-test-prefill-v0.10.2", "v1-upstream-test-prefill-v0.33.0", "seed-demo-workload"} <= slugs
-    assert len(slugs) == len(corpus()) + 1
+    assert len(slugs) == len(corpus()) + 2 and SEED_FIFTH_TOKEN_SLUG in slugs
 
 
 def test_page_has_one_anchor_per_step_and_data_that_cannot_end_the_script() -> None:
     """Catches: #step-N links landing nowhere, or trace data with '</script>' breaking the page."""
     trace = dict(V1_TRACE, source="evil </script><b>")
-    spec = TraceSpec("x", "x", trace)
     steps = replay(trace)
-    html = explorer_html(spec, steps, [("x", "./"), ("y", "../y/")])
+    data = explorer_data("x", "x", trace, steps, {}, trace_questions(trace, steps))
+    html = explorer_html(data, steps, [("x", "./"), ("y", "../y/")])
     assert re.findall(r'<li id="step-(\d+)"', html) == [str(k) for k in range(len(steps))]
     payload = re.search(r'<script type="application/json" class="tx-data">(.*?)</script>', html, re.S)[1]
     data = json.loads(payload)
@@ -105,3 +113,83 @@ def test_unknown_semantics_and_long_ops_are_handled() -> None:
         replay({"semantics": "v2", "config": {}, "ops": []})
     assert op_summary({"op": "add_request", "req": "r", "tokens": list(range(50))}) == \
         "add_request(req=r, tokens=[0, 1, 2, 3, 4, 5, … 50 items])"
+
+
+# --- exercises -------------------------------------------------------------------------------------
+
+def fresh_states(trace: dict) -> list[dict]:
+    """The reference's raw snapshot after each op, replayed independently of the explorer."""
+    system = (ReferenceV1System if trace["semantics"] == "v1" else ReferenceV0System)(trace["config"])
+    snaps, results = [system.snapshot()], [None]
+    for op in trace["ops"]:
+        results.append(system.apply(op))
+        snaps.append(system.snapshot())
+    return list(zip(snaps, results))
+
+
+def test_exercise_answers_are_the_reference_state_after_the_step_not_before() -> None:
+    """Catches: questions answered from the state before the op (off by one), from another
+    request, or answers made up instead of read from the reference."""
+    for path in corpus():
+        if path.stem not in ("upstream-test-prefill-v0.33.0", "fork-copy-on-write"):
+            continue
+        trace = json.loads(path.read_text())
+        questions = trace_questions(trace, replay(trace))
+        states = fresh_states(trace)
+        kinds = set()
+        for q in questions:
+            snap, result = states[q["step"]]
+            kinds.add(q["q"])
+            if q["q"] == "free_head":
+                free = snap["free_queue"] if trace["semantics"] == "v1" else snap["gpu"]["free"]
+                assert q["answer"] == (free[0] if free else None), q
+                before = states[q["step"] - 1][0]
+                before_free = before["free_queue"] if trace["semantics"] == "v1" else before["gpu"]["free"]
+                assert before_free[:1] != free[:1], "asked where the head did not change"
+            elif q["q"] == "ref":
+                block = int(re.search(r"block (\d+)", q["prompt"])[1])
+                ref = snap["blocks"][block][0] if trace["semantics"] == "v1" else snap["gpu"]["refcounts"].get(str(block), 0)
+                assert q["answer"] == ref, q
+            elif q["q"] == "returns" and trace["ops"][q["step"] - 1]["op"] == "allocate_slots":
+                assert q["answer"] == ("refused" if result is None else result[0]), q
+            elif q["q"] == "hit":
+                assert q["answer"] == result["num_computed_tokens"], q
+        assert len({q["id"] for q in questions}) == len(questions)
+        assert {"free_head", "ref"} <= kinds
+
+
+def test_the_seed_demo_is_the_first_exercise_and_answers_3_in_both_layouts() -> None:
+    """Catches: the seed demo's exercise missing, not first, or its attention answers not the
+    oracle's (the seed's claim: the placement does not change the output)."""
+    assert EXERCISE_SETS[0][0] == SEED_FIFTH_TOKEN_SLUG and EXERCISE_SETS[0][2] == "seed-demo.md"
+    steps = replay(SEED_FIFTH_TOKEN_TRACE)
+    tables = [s["state"]["tables"] for s in steps]
+    assert tables[2][0][1] == [[0]] and tables[5][0][1] == [[0, 1]]  # the fifth token takes a second block
+    attention = seed_questions(steps)
+    assert [q["answer"] for q in attention] == [pytest.approx(3.0), pytest.approx(3.0)]
+    assert all(q["step"] == len(steps) - 1 and q["kind"] == "number" for q in attention)
+    table_questions = [q for q in trace_questions(SEED_FIFTH_TOKEN_TRACE, steps) if q["q"] == "table"]
+    assert [q["answer"] for q in table_questions] == [[0], [0, 1]]
+
+
+def test_every_theory_page_links_its_exercise_set() -> None:
+    """Catches: an exercise set nobody can find (its page does not link it), a set on a trace
+    that is not in the explorer, or a set without questions."""
+    specs = {s.slug: s for s in corpus_specs(corpus())}
+    pages = {home for _, _, home in EXERCISE_SETS}
+    assert {"theory/prefix-caching.md", "theory/sliding-window.md", "theory/copy-on-write.md",
+            "theory/chunked-prefill.md", "seed-demo.md"} <= pages
+    for slug, _, home in EXERCISE_SETS:
+        assert slug in specs, slug
+        text = (DOCS / home).read_text()
+        prefix = "../" * home.count("/")
+        assert f"]({prefix}trace-explorer/{slug}.md#exercise)" in text, (home, slug)
+        trace = specs[slug].trace
+        assert trace_questions(trace, replay(trace)), slug
+
+
+def test_exercise_prompts_escape_what_the_trace_names() -> None:
+    """Catches: a hand-written trace whose request name is markup injected into the page."""
+    trace = json.loads(json.dumps(V1_TRACE).replace('"a"', '"<img src=x onerror=alert(1)>"'))
+    prompts = " ".join(q["prompt"] for q in trace_questions(trace, replay(trace)))
+    assert "<img" not in prompts and "&lt;img" in prompts

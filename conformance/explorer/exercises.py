@@ -1,0 +1,122 @@
+"""Exercise mode: questions about the next state of a trace, answered by the reference's replay.
+
+Before a step's result is shown, the reader predicts parts of it. The questions are made from the
+replayed steps (:func:`conformance.explorer.steps.replay`) when the page is built, so the answer
+to each is what the reference computed; the browser only compares. Per step, at most
+:data:`MAX_PER_STEP` questions, in this order:
+
+* ``returns``: the block ids the op returns (``allocate_slots``'s new blocks, ``None`` when the
+  pool refuses; a prefix-cache hit's blocks; V0's block table and common computed blocks);
+* ``hit``: the hit length (tokens a prefix-cache lookup finds computed);
+* ``table``: the blocks of the first block table the op changed (V0 allocations and appends);
+* ``free_head``: the new head of the free queue, where the op changed it (``None``: empty);
+* ``ref``: the reference count of the first block whose count the op changed.
+
+A question is a dict: ``id`` (unique in its trace), ``step``, ``kind`` (how the answer is typed:
+``ids`` a list of block ids, maybe empty, or ``"refused"`` where the op returned None, ``int``, ``block`` a block id or none, ``number``),
+``prompt`` (HTML, its values escaped), ``label`` (what the answer is, plain text), ``answer`` and ``why`` (the note that explains it, ``v<release>/<path>#<note id>``,
+or None).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from conformance.explorer.op_notes import op_notes, question_note, trace_release
+from conformance.explorer.steps import op_summary
+
+MAX_PER_STEP = 3
+
+
+def _op_note(trace: dict, op: dict) -> str | None:
+    notes = op_notes(trace["semantics"], trace_release(trace), op["op"])
+    return notes[0].target if notes else None
+
+
+def _kind_note(trace: dict, kind: str) -> str | None:
+    note = question_note(trace["semantics"], kind)
+    return None if note is None else note.target
+
+
+def _returns(trace: dict, op: dict, result) -> list[dict]:
+    """Questions on what the op itself returns."""
+    name, call = op["op"], f"<code>{escape(op_summary(op))}</code>"
+    why = _op_note(trace, op)
+    if name == "allocate_slots":
+        if result is None:
+            answer = "refused"
+        elif len(result) == 1:
+            answer = result[0]
+        else:
+            return []
+        return [{"kind": "ids", "q": "returns", "answer": answer, "why": why, "label": "the new blocks",
+                 "prompt": f"Which new block ids does {call} return? (<kbd>none</kbd> if no new block; <kbd>refused</kbd> if it cannot allocate)"}]
+    if name == "get_computed_blocks":
+        out = []
+        ids = result["block_ids"]
+        if len(ids) == 1:
+            out.append({"kind": "ids", "q": "returns", "answer": ids[0], "why": why, "label": "the cached blocks found",
+                        "prompt": f"Which cached blocks does {call} find? (<kbd>none</kbd> if it finds none)"})
+        out.append({"kind": "int", "q": "hit", "answer": result["num_computed_tokens"], "why": why,
+                    "label": "the hit length",
+                    "prompt": f"How many tokens does {call} find already computed (the hit length)?"})
+        return out
+    if name == "num_cached_tokens":
+        return [{"kind": "int", "q": "hit", "answer": result, "why": why, "label": "the cached tokens",
+                 "prompt": f"How many of the sequence's tokens does {call} count as cached (the hit length)?"}]
+    if name in ("block_table", "common_computed"):
+        return [{"kind": "ids", "q": "returns", "answer": list(result), "why": why, "label": "the returned blocks",
+                 "prompt": f"Which block ids does {call} return? (<kbd>none</kbd> if none)"}]
+    return []
+
+
+def _table(trace: dict, op: dict, before: dict, after: dict) -> list[dict]:
+    """The first block table (single-group) that the op changed."""
+    old = {row[0]: row[1] for row in before["tables"]}
+    for row in after["tables"]:
+        name, groups = row[0], row[1]
+        if old.get(name) != groups and len(groups) == 1 and groups[0]:
+            who = "request" if trace["semantics"] == "v1" else "sequence"
+            return [{"kind": "ids", "q": "table", "answer": groups[0], "why": _op_note(trace, op),
+                     "label": f"{who} {name}'s block table",
+                     "prompt": f"Which blocks does {who} <code>{escape(str(name))}</code>'s block table hold now, in order?"}]
+    return []
+
+
+def _free_head(trace: dict, before: dict, after: dict) -> list[dict]:
+    if before["free"][:1] == after["free"][:1]:
+        return []
+    return [{"kind": "block", "q": "free_head", "answer": after["free"][0] if after["free"] else None,
+             "why": _kind_note(trace, "free_head"), "label": "the head of the free queue",
+             "prompt": "Which block is now at the head of the free queue, the next one an allocation "
+                       "takes? (<kbd>none</kbd> if the queue is empty)"}]
+
+
+def _ref(trace: dict, before: dict, after: dict) -> list[dict]:
+    changed = sorted({int(b) for b in set(before["refs"]) | set(after["refs"])
+                      if before["refs"].get(b, 0) != after["refs"].get(b, 0)})
+    if not changed:
+        return []
+    block = changed[0]
+    return [{"kind": "int", "q": "ref", "answer": after["refs"].get(str(block), 0), "why": _kind_note(trace, "ref"),
+             "label": f"block {block}'s reference count",
+             "prompt": f"What is block {block}'s reference count now?"}]
+
+
+def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
+    """The questions about step ``k`` (the state after op ``k``), answered from ``steps``."""
+    step = steps[k]
+    out = step["outcome"]
+    if step["op"] is None or out is None or "result" not in out:
+        return []  # the initial state, a refusal or a crash: nothing to predict but the refusal
+    before, after = steps[k - 1]["state"], step["state"]
+    found = _returns(trace, step["op"], out["result"])
+    if not any(q["q"] == "returns" for q in found):
+        found += _table(trace, step["op"], before, after)
+    found += _free_head(trace, before, after) + _ref(trace, before, after)
+    return [{"id": f"s{k}-{q['q']}", "step": k, **q} for q in found[:MAX_PER_STEP]]
+
+
+def trace_questions(trace: dict, steps: list[dict]) -> list[dict]:
+    """Every question of a trace, in step order."""
+    return [q for k in range(1, len(steps)) for q in step_questions(trace, steps, k)]
