@@ -148,3 +148,19 @@ def test_pinned_files_all_carry_statuses():
         assert af.serving, path
         missing = [n.id for n in af.notes if af.reach_of(n) is None]
         assert not missing, (path, missing)
+
+
+def test_real_settings_and_models_are_not_cut_at_an_inner_colon():
+    """Catches: a setting or model list written with ': ' inside it (e.g. "(not only `A`: also `B`)"),
+    which the grammar cuts at that colon, so the badge shows a truncated setting and the rest as why."""
+    from annotations.model import ANNOTATIONS_ROOT, annotation_paths, parse
+
+    cut = []
+    for path in annotation_paths(ANNOTATIONS_ROOT):
+        af = parse(path)
+        for reach in {af.reach_of(n) for n in af.notes} - {None}:
+            if reach.status in ("setting", "models"):
+                text = reach.setting
+                if text.count("(") != text.count(")") or text.count("`") % 2:
+                    cut.append((path.name, text))
+    assert not cut, cut
