@@ -61,14 +61,11 @@ class MatrixError(ValueError):
 
 def change_log() -> list[tuple[type, object]]:
     """(record, change) for every logged change between releases, in log order: the one place
-    that knows where the change log lives. A change has ``field``, ``first``, ``value_from``,
-    ``what``, ``why``, ``upstream`` and ``notes``; a record is the dataclass whose field changed."""
-    try:
-        from conformance.changelog import LOGS
-    except ImportError:  # the per-field histories the change log replaces
-        from reference.blocks.policies import V0_FIELD_HISTORY, V1_FIELD_HISTORY, V0Policy, V1Policy
+    that knows where the change log lives (``conformance.changelog.LOGS``). A change has
+    ``field``, ``first``, ``value_from``, ``what``, ``why``, ``upstream`` and ``notes``; a record
+    is the dataclass whose field changed."""
+    from conformance.changelog import LOGS
 
-        return [(V1Policy, c) for c in V1_FIELD_HISTORY] + [(V0Policy, c) for c in V0_FIELD_HISTORY]
     return [(record, change) for record, log in LOGS.items() for change in log]
 
 
