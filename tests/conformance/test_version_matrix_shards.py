@@ -239,3 +239,21 @@ def test_the_ci_workflow_runs_every_shard_and_merges_their_files(vm, tmp_path, m
     vm.main(["--merge", *map(str, files)])
     assert sorted(json.loads(vm.MATRIX.read_text())["releases"], key=cm.release_key) == sorted(
         releases, key=cm.release_key)
+
+
+def test_an_unbuildable_release_is_filed_with_its_reason_but_never_over_verdicts(vm):
+    """Catches: a release whose environment could not be built missing from the matrix (no reason
+    anywhere), counted as measured (no driven_as: None), or a failed rebuild (the index changed)
+    wiping the verdicts of an earlier measured run."""
+    error = {"step": "pip install vllm==0.6.3.post1", "package": "vllm", "required": "vllm==0.6.3.post1"}
+    vm.MATRIX.write_text(json.dumps(BASE))
+
+    def unbuildable(release, args):
+        return {**vm.unbuildable_entry(release, error), "released": None, "project": {"commit": "a" * 40}}
+
+    vm.upload_date = lambda release: None
+    vm.main(["0.6.3.post1", "0.9.2"], run=unbuildable)
+    releases = json.loads(vm.MATRIX.read_text())["releases"]
+    assert releases["0.6.3.post1"]["build_error"] == error and releases["0.6.3.post1"]["driven_as"] is None
+    assert releases["0.6.3.post1"]["properties"] == {}
+    assert releases["0.9.2"] == BASE["releases"]["0.9.2"]
