@@ -420,7 +420,8 @@ class Checker:
         """Files outside ``annotations/`` whose upstream citations a full run checks."""
         if self.repo is None:
             return []
-        return sorted((self.repo / "docs").rglob("*.md")) + sorted((self.repo / "reference").rglob("*.py"))
+        return (sorted((self.repo / "docs").rglob("*.md")) +
+                [p for room in ("reference", "conformance", "benchmarks") for p in sorted((self.repo / room).rglob("*.py"))])
 
     def check_markdown(self, path: Path) -> list[Problem]:
         """Validate the note citations of a free Markdown file (e.g. reading-questions.md)."""

@@ -528,6 +528,70 @@ MECHANISM_LOG: tuple[Change, ...] = (
         "has no vllm/core/; v0.10.2 vllm/core/block_manager.py"),
 )
 
+@dataclass(frozen=True)
+class NotAField:
+    """A difference between releases that is deliberately not a field: outside what the reference
+    models (``kind="out of scope"``), or a change of representation with the same observable
+    behaviour (``kind="representation"``). Each says why, with the upstream lines."""
+
+    first: str
+    kind: str
+    what: str
+    why: str
+    upstream: str
+
+
+NOT_FIELDS: tuple[NotAField, ...] = (
+    NotAField(
+        "0.34.0", "representation",
+        "BlockHashToBlockMap holds block ids instead of blocks: one id per key, and every id of a key "
+        "cached by several blocks, in insertion order, in a second map (_dup_ids).",
+        "which block a lookup returns, what insert and pop do and what len counts are the same: both "
+        "classes, driven by 3,000 random insert/pop sequences, answered alike at every step. The V1 "
+        "adapter reads the map's shape from its values (conformance/adapters/vllm_v1_api.py).",
+        "v0.34.0 vllm/v1/core/block_pool.py:56-104; before: v0.33.0 vllm/v1/core/block_pool.py:58-128"),
+    NotAField(
+        "0.34.0", "out of scope",
+        "a request's prefix-cache lookup is bounded by its prefix_cache_hit_limit: 0 when its "
+        "parameters set skip_reading_prefix_cache, prompt_logprob_start when it asks for prompt "
+        "logprobs, else unbounded (0.33.0: skip_reading_prefix_cache alone, all or nothing).",
+        "the machines' requests carry no sampling options, and for such a request both releases search "
+        "the whole prefix; the difference needs prompt logprobs with skip_reading_prefix_cache=False.",
+        "v0.34.0 vllm/v1/request.py:352-377, v0.34.0 vllm/v1/core/kv_cache_manager.py:253; "
+        "before: v0.33.0 vllm/v1/request.py:314-325"),
+    NotAField(
+        "0.34.0", "out of scope",
+        "free_blocks(blocks, evict_first=True) puts freed cached blocks at the front of the free queue "
+        "(evicted first) instead of the tail.",
+        "only the CPU offload manager passes it (v0.34.0 vllm/v1/simple_kv_offload/manager.py:1240-1243); "
+        "the engine's GPU KV manager, the one the reference models, always frees with the default.",
+        "v0.34.0 vllm/v1/core/block_pool.py:798-800, 826-828"),
+    NotAField(
+        "0.34.0", "out of scope",
+        "a block refers to its pool weakly; freeing a block whose pool was garbage-collected skips it.",
+        "the reference has one pool per manager and blocks never leave it.",
+        "v0.34.0 vllm/v1/core/block_pool.py:819-822, v0.34.0 vllm/v1/core/kv_cache_utils.py:173-174"),
+    NotAField(
+        "0.34.0", "out of scope",
+        "a request stores its token ids as 32-bit integers, so a token id of 2**31 or more is refused "
+        "when the request is built.",
+        "vocabularies are far below 2**31; the machines draw small ids and the hashes of ids that fit are "
+        "unchanged (hash_block_tokens takes a tuple of the slice).",
+        "v0.34.0 vllm/v1/request.py:138-141, v0.34.0 vllm/v1/core/kv_cache_utils.py:1020-1023"),
+    NotAField(
+        "0.34.0", "out of scope",
+        "a request may arrive with block hashes the front end computed; the engine keeps them when their "
+        "count matches the prompt and hashes the rest itself.",
+        "a front-end concern: the hashes are the values the request would compute itself.",
+        "v0.34.0 vllm/v1/core/kv_cache_utils.py:1037-1057, v0.34.0 vllm/v1/request.py:235-238"),
+    NotAField(
+        "0.34.0", "out of scope",
+        "the HiSparse source manager reserves import pages in its admission count.",
+        "reached only with HiSparse layouts, which the reference does not model.",
+        "v0.34.0 vllm/v1/core/single_type_kv_cache_manager.py:2286-2302"),
+)
+
+
 LOGS: dict[type, tuple[Change, ...]] = {
     V1Policy: V1_POLICY_LOG, V0Policy: V0_POLICY_LOG, V1Api: V1_API_LOG, V0Api: V0_API_LOG,
     KernelApi: KERNEL_API_LOG, Mechanisms: MECHANISM_LOG,
@@ -643,7 +707,7 @@ V0_FIELD_HISTORY = V0_POLICY_LOG
 FieldChange = Change
 
 __all__ = [
-    "Change", "FieldChange", "INITIAL", "OLDEST", "V1_POLICY_LOG", "V0_POLICY_LOG", "V1_API_LOG", "V0_API_LOG",
+    "Change", "FieldChange", "NotAField", "NOT_FIELDS", "INITIAL", "OLDEST", "V1_POLICY_LOG", "V0_POLICY_LOG", "V1_API_LOG", "V0_API_LOG",
     "KERNEL_API_LOG", "MECHANISM_LOG", "LOGS", "READ_AS_MEASURED", "ReleaseApi", "api_at", "changes_at",
     "check_log", "policy_named", "release_key", "v0_policy_at", "v1_policy_at", "V1_FIELD_HISTORY",
     "V0_FIELD_HISTORY",

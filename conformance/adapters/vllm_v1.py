@@ -293,7 +293,7 @@ class VllmV1System:
         request = self._request(op["req"])
         self.stamp += 1
         self.manager.free(request)
-        if self.api.manager_hashes_blocks:  # the scheduler's _free_blocks does both (v0.9.2 scheduler.py:992-996)
+        if self.api.manager_hashes_blocks:  # the scheduler's _free_blocks does both (v0.9.2 vllm/v1/core/sched/scheduler.py:992-996)
             self.manager.free_block_hashes(request)
         del self.requests[op["req"]]
 

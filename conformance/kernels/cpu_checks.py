@@ -18,9 +18,9 @@ draws include it):
   the reference.
 
 One measured fact shapes the attention cases: the CPU build's value pass multiplies the zero
-probabilities of the last block's unwritten tail by the values stored there (v0.11.0
-csrc/cpu/attention.cpp:238, ``reduceValueBlock`` over the whole block), so NaN in that tail
-reaches the output (0 x NaN); a zero-filled cache is unaffected. Unowned slots are therefore
+probabilities of the last block's unwritten tail by the values stored there
+(v0.11.0 csrc/cpu/attention.cpp:238, ``reduceValueBlock`` over the whole block), so NaN in that
+tail reaches the output (0 x NaN); a zero-filled cache is unaffected. Unowned slots are therefore
 poisoned with a large finite value, which still exposes any tail slot read with a non-zero
 weight.
 

@@ -240,7 +240,7 @@ class V0Machine(LockstepMachine):
                 self._touch(sid)
 
     # vLLM copies a sequence's table for a fork (here, and in allocate for a group of several
-    # sequences) with get_all_blocks_recursively, one Python frame per block (common.py:349-371),
+    # sequences) with get_all_blocks_recursively, one Python frame per block (v0.10.2 vllm/core/block/common.py:349-371),
     # so a table of about 1,000 blocks raises RecursionError in every V0 release (kept in
     # conformance/known-upstream-bugs/v0-fork-recursion.json; the 0.10.2 serving path never forks).
     # None: no bound (short sequences only); the real-size machine sets one.
@@ -276,9 +276,10 @@ class V0Machine(LockstepMachine):
 
     # Only running sequences are freed. Freeing a *swapped* one corrupts vLLM 0.10.2's block-object
     # pools: the block objects travelled to the CPU allocator keeping the pool index they had in
-    # the GPU allocator's pool (naive_block.py:312-331 reuses the object; common.py:205-229 frees
-    # by pool_id), so the CPU pool later hands out an index past its end (IndexError in
-    # common.py:217) or another allocator's object. Shrunk trace:
+    # the GPU allocator's pool (v0.10.2 vllm/core/block/naive_block.py:312-331 reuses the object;
+    # vllm/core/block/common.py:205-229 frees by pool_id), so the CPU pool later hands out an
+    # index past its end (IndexError in v0.10.2 vllm/core/block/common.py:217) or another
+    # allocator's object. Shrunk trace:
     # conformance/known-upstream-bugs/v0.10.2-free-swapped-sequence.json. The reference has no
     # object pools and cannot (and should not) mimic that corruption.
     @precondition(lambda self: self.running)
