@@ -137,8 +137,8 @@ def note_html(page: PageDrift | None, annotation: AnnotationFile, note: Note, re
     to = page.to_version
     later = note.later.get(to)
     later_html = f'<div class="drift-later"><strong>In {escape(to)}:</strong> {render(later)}</div>' if later else ""
-    if page.file.status == "gone":
-        return f'<div class="drift drift-gone"><span class="drift-label">gone in {escape(to)}</span>{later_html}</div>\n'
+    if page.file.status == "gone":  # said once, in the banner; a note adds only its own later text
+        return f'<div class="drift drift-gone">{later_html}</div>\n' if later else ""
     if entry is None:
         return ""
     label = {

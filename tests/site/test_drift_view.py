@@ -97,13 +97,17 @@ def test_later_bytes_that_do_not_match_the_report_are_not_shown(setup):
     assert "cmp-pair" not in drift_view.note_html(page, annotation, annotation.note("tiny.add"), _render)
 
 
-def test_a_gone_file_is_said_once_per_page_and_on_each_note(setup):
-    """Catches: a file absent from the later release shown with per-note statuses it cannot have."""
+def test_a_gone_file_is_said_once_per_page(setup):
+    """Catches: a file absent from the later release shown with per-note statuses it cannot have, or
+    the same "gone" repeated on every note of the page."""
     annotation, _, reader, repo = setup
     gone = drift.compute([annotation], "9.9.9", LATER, reader, lambda v: [], SDISTS, repo)
     page = drift_view.page_drift([gone], annotation, UPSTREAM_PY, reader, repo)
     assert "all 3 notes of this page are gone there" in drift_view.file_summary_html(page, annotation)
-    assert "gone in 9.10.0" in drift_view.note_html(page, annotation, annotation.note("tiny.doc"), _render)
+    doc = annotation.note("tiny.doc")
+    assert drift_view.note_html(page, annotation, doc, _render) == ""
+    doc.later[LATER] = "Its replacement lives elsewhere."
+    assert "Its replacement lives elsewhere." in drift_view.note_html(page, annotation, doc, _render)
 
 
 def test_no_report_no_drift(setup):
