@@ -24,10 +24,13 @@ STATUSES = ("passed", "failed", "not_applicable")
 RELEASE = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?$")
 ABOUT = ("Conformance verdicts per vLLM release, written by scripts/version-matrix "
          "(python -m conformance run inside each release's own environment, CPU only).")
-# What a verdict depends on in this project: the reference and the harness. The matrix itself
-# (conformance/reports) is written by the runs and does not change a verdict. The pathspecs are
-# git's; they are stored in the matrix so that the site compares an entry's commit against them.
-HARNESS_PATHS = ("reference", "conformance", ":(exclude)conformance/reports")
+# What a verdict depends on in this project: the reference and the harness. The reports
+# (conformance/reports, the matrix among them) are written by the runs, and the trace explorer
+# (conformance/explorer, conformance/explore.py) only displays saved traces: neither changes a
+# verdict. The pathspecs are git's; they are stored in the matrix so that the site compares an
+# entry's commit against them.
+HARNESS_PATHS = ("reference", "conformance", ":(exclude)conformance/reports", ":(exclude)conformance/explorer",
+                 ":(exclude)conformance/explore.py")
 
 
 class MatrixError(ValueError):

@@ -171,7 +171,8 @@ def test_project_state_names_the_commit_and_changes_to_the_harness(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git not installed")
     repo = tmp_path / "repo"
-    for path in ("reference/a.py", "conformance/b.py", "conformance/reports/matrix.json", "docs/c.md"):
+    for path in ("reference/a.py", "conformance/b.py", "conformance/reports/matrix.json", "docs/c.md",
+                 "conformance/explorer/page.py"):
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text("x\n")
 
@@ -186,6 +187,7 @@ def test_project_state_names_the_commit_and_changes_to_the_harness(tmp_path):
     assert state == {"commit": git("rev-parse", "HEAD"), "dirty": False, "changed": []}
     (repo / "conformance/reports/matrix.json").write_text("y\n")
     (repo / "docs/c.md").write_text("y\n")
+    (repo / "conformance/explorer/page.py").write_text("y\n")
     assert cm.project_state(repo)["dirty"] is False
     (repo / "reference/a.py").write_text("y\n")
     assert cm.project_state(repo)["changed"] == ["reference/a.py"]
