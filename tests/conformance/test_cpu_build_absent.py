@@ -42,7 +42,7 @@ def test_not_applicable_exactly_where_the_build_is_absent(prop):
 def test_the_lane_is_labelled_as_the_cpu_build_never_as_cuda():
     """Catches: the lane presented as vLLM's CUDA kernels (the reports, the page and the printed
     lines all take their words from these names and sentences)."""
-    assert cpu.LANE == ("vLLM's CPU build of the paged_attention ops (`csrc/cpu`), same op "
+    assert cpu_build.LANE == ("vLLM's CPU build of the paged_attention ops (`csrc/cpu`), same op "
                         "contract as the CUDA ops")
     for prop in cpu_build.PROPERTIES:
         assert prop.name.startswith("kernel.cpu.")
