@@ -90,6 +90,14 @@ def page_drift(reports: list[drift.DriftReport], annotation: AnnotationFile, dat
     return PageDrift(report, file, old, highlight_lines(new_data.decode("utf-8"), annotation.upstream))
 
 
+def _inline(html: str) -> str:
+    """Rendered Markdown of one paragraph without its ``<p>``, so it runs on after a label."""
+    html = html.strip()
+    if html.startswith("<p>") and html.endswith("</p>") and html.count("<p>") == 1:
+        return html[3:-4]
+    return html
+
+
 def _range_label(start: int, end: int) -> str:
     return f"L{start}" if start == end else f"L{start}–L{end}"
 
@@ -136,7 +144,7 @@ def note_html(page: PageDrift | None, annotation: AnnotationFile, note: Note, re
     entry = page.note(note)
     to = page.to_version
     later = note.later.get(to)
-    later_html = f'<div class="drift-later"><strong>In {escape(to)}:</strong> {render(later)}</div>' if later else ""
+    later_html = f'<div class="drift-later"><strong>In {escape(to)}:</strong> {_inline(render(later))}</div>' if later else ""
     if page.file.status == "gone":  # said once, in the banner; a note adds only its own later text
         return f'<div class="drift drift-gone">{later_html}</div>\n' if later else ""
     if entry is None:
