@@ -18,7 +18,7 @@ from annotations.reach import LABELS, STATUSES, Reach
 CSS_CLASS = {status: f"ann-reach ann-reach-{status}" for status in STATUSES}
 #: The legend's explanation of each status.
 MEANING = {
-    "default": "these lines run on the serving path with default settings, whatever the model.",
+    "default": "these lines run on this page's serving path with default settings, for every model it covers.",
     "models": "these lines run with default settings, but only when serving the models the badge names"
     " (it cites the code that selects them).",
     "setting": "these lines run only when the named setting is made (the badge names it).",
