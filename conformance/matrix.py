@@ -124,6 +124,17 @@ def file_entry(path: Path, entry: dict, partial: bool = False, base: Path | None
     return matrix
 
 
+def measured(entry: dict | None) -> bool:
+    """Whether an entry is a run of its own release (verdicts, not driven as another release)."""
+    return bool(entry and entry.get("properties") and entry.get("driven_as", entry["release"]) == entry["release"])
+
+
+def unmeasured(published: list[str], releases: dict[str, dict], since: str) -> list[str]:
+    """The published releases from ``since`` on, oldest first, that have no measured entry."""
+    return [r for r in sorted(set(published), key=release_key)
+            if release_key(r) >= release_key(since) and not measured(releases.get(r))]
+
+
 def project_commit(entry: dict) -> str | None:
     return (entry.get("project") or {}).get("commit")
 
