@@ -174,7 +174,8 @@ def file_summary_html(page: PageDrift | None, annotation: AnnotationFile) -> str
         return (f"{head}<p>The {escape(to)} release {source} has no <code>{escape(annotation.upstream)}</code>:"
                 f" all {file.gone_notes} notes of this page are gone there.</p></div>\n")
     counts = file.counts()
-    parts = ", ".join(f"{counts[s]} {s}" for s in drift.STATUSES if counts[s])
+    said = {"moved": "moved (the same lines at other numbers)"}
+    parts = ", ".join(f"{counts[s]} {said.get(s, s)}" for s in drift.STATUSES if counts[s])
     what = "unchanged (the same bytes)" if file.status == "unchanged" else "changed"
     uncovered = ""
     if file.uncovered and file.status == "changed":
