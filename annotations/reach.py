@@ -5,7 +5,7 @@ Each note may carry one ``- reach:`` line (and an annotation file a ``reach:`` h
 default for its notes), in one of four forms:
 
 * ``default`` — reached on the serving path with default settings, for every model it covers;
-* ``models <which>[: <why>]`` — reached with default settings, but only when serving the models
+* ``models <which>: <why>`` — reached with default settings, but only when serving the models
   named (Markdown up to the first ``": "``, a phrase that follows "models", e.g. ``with Mamba
   (SSM) layers``); the why must cite the code that selects the mechanism for them (checked by
   ``annotations.check``);
