@@ -240,6 +240,10 @@ def environment_lines(entry: dict) -> list[str]:
     """What the release's environment left out, removed, or why it could not be built."""
     out = []
     env = entry.get("environment") or {}
+    if env.get("given"):
+        out.append("- Run in an environment given with `--env`, not built by `scripts/version-matrix`.")
+    if env.get("note"):
+        out.append(f"- {_cell(env['note'])}.")
     for item in env.get("left_out", []):
         near = ", ".join(item.get("index_nearest") or []) or ", ".join(item.get("index_offers") or []) or "nothing"
         out.append(f"- Left out `{item['required']}` (required by {item.get('by') or 'vLLM'}; the index offers "

@@ -157,6 +157,9 @@ def test_left_out_and_removed_packages_are_shown_with_why() -> None:
     assert ("Left out `flashinfer-python==0.7.3` (required by vllm; the index offers 0.7.2.post1, 0.7.4 "
             "around it, this platform): only GPU backends import it") in md
     assert "Removed `torchcodec==0.14.0` (missing `libavutil.so.60`): needs FFmpeg" in md
+    given = matrix_markdown({"0.33.0": entry("0.33.0", {"v1.lifecycle": "passed"},
+                                             environment={"given": "/envs/x", "left_out": [], "removed": []})}, [])
+    assert "environment given with `--env`" in given
 
 
 @pytest.fixture
