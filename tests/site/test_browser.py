@@ -711,3 +711,44 @@ def test_cite_control_copies_the_notes_markdown_on_desktop_and_phone(browser, ba
         finally:
             context.close()
     assert not errors, errors
+
+
+# --- bugs found in vLLM: a page per trace of conformance/known-upstream-bugs/ ----------------------
+
+def test_bug_pages_are_linked_and_step_to_the_divergence_on_desktop_and_phone(browser, base_url) -> None:
+    """Catches: a known-bug trace without a page, bug pages not linked from the conformance page, an
+    explorer that does not reach the step where vLLM diverged or shows another message there, a
+    release table missing what was measured, or a page wider than a 390 px phone."""
+    import json
+
+    traces = sorted((REPO / "conformance" / "known-upstream-bugs").glob("*.json"))
+    replays = json.loads((REPO / "conformance" / "known-upstream-bugs" / "about" / "replays.json").read_text())
+    assert traces
+    conformance = (SITE / "conformance" / "index.html").read_text()
+    assert 'href="../bugs/"' in conformance, "the conformance page does not link the bug pages"
+    index = (SITE / "bugs" / "index.html").read_text()
+    for path in traces:
+        assert f'href="{path.stem}/"' in index, f"bugs/ does not list {path.name}"
+    errors: list[str] = []
+    for width, height, name in ((1400, 1000, "desktop"), (390, 844, "phone")):
+        w = Watched(browser, width, height)
+        try:
+            page = w.page
+            for path in traces:
+                trace = json.loads(path.read_text())
+                last = len(trace["ops"])
+                page.goto(base_url + f"bugs/{path.stem}/#step-{last}")
+                page.wait_for_function(f"() => document.querySelector('.tx-panel').dataset.step === '{last}'")
+                if trace.get("divergence"):
+                    assert page.inner_text(".tx-panel .tx-diverge-msg") == trace["divergence"], path.name
+                table = page.inner_text("article")
+                for release, entry in replays["traces"].get(path.name, {}).items():
+                    assert f"{release}\t{entry['verdict']}" in table, (path.name, release)
+                assert "python -m conformance replay conformance/known-upstream-bugs/" + path.name in table
+                overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+                assert overflow <= 1, f"{name}: bugs/{path.stem} is {overflow}px wider than the screen"
+            page.screenshot(path=str(SHOTS / f"bug-page-{name}.png"))
+            errors += w.errors
+        finally:
+            w.close()
+    assert not errors, errors
