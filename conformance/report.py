@@ -112,6 +112,10 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
                              detail=f"required, but not applicable here: {why}")
             else:
                 entry.update(status="not_applicable", examples=0, steps=0, detail=str(why))
+        except Exception as err:  # a harness that could not drive this vLLM: never a traceback, never a verdict
+            kind = "" if isinstance(err, HarnessError) else f"{type(err).__name__}: "
+            entry.update(status="failed", examples=0, steps=0, failure="harness_error",
+                         detail=f"harness error (not a verdict on vLLM or the reference): {kind}{err}"[:3000])
         else:
             entry.update(status="passed" if result.passed else "failed", examples=result.examples,
                          steps=result.steps, detail=result.detail)

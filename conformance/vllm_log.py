@@ -1,4 +1,4 @@
-"""vLLM's own log lines, kept out of the conformance output.
+"""vLLM's own log lines (and torch's, which importing vLLM provokes), kept out of the conformance output.
 
 vLLM configures its ``vllm`` logger with a handler on standard output when it is first imported,
 unless ``VLLM_CONFIGURE_LOGGING=0`` is set; then its loggers propagate to the root logger, whose
@@ -18,7 +18,7 @@ _MARK = "_pastudy_vllm_log"
 
 
 def to_file(path: Path) -> logging.Handler:
-    """Send every record of the ``vllm`` logger (and its children) to ``path``, none to the terminal.
+    """Send every record of the ``vllm`` logger, and torch's warnings, to ``path``; none to the terminal.
 
     Call it before vLLM is imported; where vLLM is already imported its own handlers are removed.
     Calling it again replaces the file.
@@ -26,21 +26,29 @@ def to_file(path: Path) -> logging.Handler:
     os.environ["VLLM_CONFIGURE_LOGGING"] = "0"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    logger = logging.getLogger("vllm")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        if getattr(handler, _MARK, False):
-            handler.close()
     handler = logging.FileHandler(path, mode="w", encoding="utf-8")
     setattr(handler, _MARK, True)
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if os.environ.get("VLLM_LOGGING_LEVEL") == "DEBUG" else logging.INFO)
-    logger.propagate = False
-    if "vllm" in sys.modules:  # configured already: keep its child loggers off their own handlers
-        for name, child in logging.root.manager.loggerDict.items():
-            if name.startswith("vllm.") and isinstance(child, logging.Logger):
-                for h in list(child.handlers):
-                    child.removeHandler(h)
-                child.propagate = True
+    level = logging.DEBUG if os.environ.get("VLLM_LOGGING_LEVEL") == "DEBUG" else logging.INFO
+    # torch's loggers too: importing vLLM makes torch warn about vLLM's registrations
+    # (torch/_library/opaque_object.py), through the handler torch installs on its own logger.
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        for old in list(logger.handlers):
+            logger.removeHandler(old)
+            if getattr(old, _MARK, False):
+                old.close()
+        logger.addHandler(handler)
+        logger.setLevel(level if name == "vllm" else logging.WARNING)
+        logger.propagate = False
+        if name in sys.modules:  # configured already: keep its child loggers off their own handlers
+            for child_name, child in logging.root.manager.loggerDict.items():
+                if child_name.startswith(name + ".") and isinstance(child, logging.Logger):
+                    for h in list(child.handlers):
+                        child.removeHandler(h)
+                    child.propagate = True
     return handler
+
+
+#: The loggers whose records go to the file instead of the terminal.
+LOGGERS = ("vllm", "torch")
