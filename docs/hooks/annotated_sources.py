@@ -76,7 +76,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     global _sources, _drift_reports
     try:
         _sources = SourceSet.load(model.ANNOTATIONS_ROOT, upstream.read_file)
-        _drift_reports = drift_view.load_reports()
+        _drift_reports = drift_view.load_reports(model.ANNOTATIONS_ROOT / "drift")
     except (AnnotatedSourceError, drift.DriftError) as err:
         raise PluginError(str(err)) from None
     for item in config.nav or []:
