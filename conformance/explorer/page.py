@@ -105,6 +105,13 @@ def difference_place(semantics: str, path: str) -> dict:
     return {"box": "state", "block": None, "row": None}
 
 
+def _said(out: dict | None) -> str:
+    """An outcome as a divergence shows it: a None result and a missing outcome are not alike."""
+    if out is None:
+        return "(no outcome saved)"
+    return outcome_summary(out) or "→ null"
+
+
 def divergence_view(trace: dict, steps: list[dict]) -> dict | None:
     """Both sides at the step a saved divergence happened, with the first field that differs.
 
@@ -126,10 +133,10 @@ def divergence_view(trace: dict, steps: list[dict]) -> dict | None:
     ours = steps[result["step"]]
     other = next((s for s in sides if s.get("label") != "reference" and not str(s.get("label", "")).startswith("reference")),
                  sides[-1])
-    shown = [{"label": "reference (replayed now)", "out": outcome_summary(ours["outcome"]), "state": ours["state"]}]
+    shown = [{"label": "reference (replayed now)", "out": _said(ours["outcome"]), "state": ours["state"]}]
     snap = other.get("snapshot")
     shown.append({"label": f"{other.get('label', 'vLLM')} (saved in the trace file)",
-                  "out": outcome_summary(other.get("outcome")),
+                  "out": _said(other.get("outcome")),
                   "state": view(semantics, snap) if isinstance(snap, dict) else None})
     result["sides"] = shown
     diff = None
@@ -218,7 +225,7 @@ body { margin: 0; font: 20px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, s
   color: var(--md-default-fg-color); background: var(--md-default-bg-color); }
 main.md-typeset { max-width: 70rem; margin: 0 auto; padding: 0.6rem 0.8rem 2rem; }
 .md-typeset h1 { font-size: 1.2rem; font-weight: 400; margin: 0.4em 0; }
-.md-typeset code { font-family: var(--md-code-font-family); font-size: 0.85em; }
+.md-typeset code { font-family: var(--md-code-font-family); font-size: 0.85em; overflow-wrap: anywhere; }
 .md-typeset a { color: #3f51b5; }
 .md-typeset .md-button { border: 1px solid #3f51b5; border-radius: 0.2em; background: none; color: #3f51b5;
   cursor: pointer; font: inherit; }

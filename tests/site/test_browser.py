@@ -648,6 +648,72 @@ def test_exercise_mode_checks_one_answer_right_and_one_wrong_on_desktop_and_phon
     assert not errors, errors
 
 
+def test_explore_page_of_a_divergence_shows_both_sides_on_desktop_and_phone(browser, tmp_path, monkeypatch) -> None:
+    """Catches: a `python -m conformance explore` page that is blank opened from disk, does not show
+    the other side's state at the divergence, outlines no field (or the wrong one), leaves its
+    links to the upstream lines out, or is wider than a 390 px phone."""
+    import json
+
+    from conformance import explore
+    from conformance.__main__ import diverged_trace
+    from conformance.adapters.reference_v1 import ReferenceV1System
+    from conformance.lockstep import replay_sides, save_trace
+    from conformance.machines import v1 as v1_machine
+
+    class SwappingPeer(ReferenceV1System):  # the planted bug: after a free, the queue's head pair swaps
+        freed = False
+
+        def apply(self, op):
+            self.freed = self.freed or op["op"] == "free"
+            return super().apply(op)
+
+        def snapshot(self):
+            snap = super().snapshot()
+            if self.freed:
+                q = snap["free_queue"]
+                snap["free_queue"] = [q[1], q[0], *q[2:]]
+            return snap
+
+    monkeypatch.setattr(v1_machine, "make_systems", lambda c: (ReferenceV1System(c), SwappingPeer(c, label="vllm-stand-in")))
+    config = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 6, "groups": [{"kind": "full"}],
+              "max_model_len": 64, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0", "peer": "reference"}
+    trace = {"semantics": "v1", "config": config, "ops": [
+        {"op": "add_request", "req": "a", "tokens": list(range(8))},
+        {"op": "get_computed_blocks", "req": "a"},
+        {"op": "allocate_slots", "req": "a", "num_new_tokens": 8, "use_hit": True},
+        {"op": "free", "req": "a"}]}
+    done, diff, sides = replay_sides(trace)
+    saved = save_trace(diverged_trace(trace, done, diff, sides), tmp_path, "planted")
+    page_path = explore.write_page(saved, tmp_path / "page")
+    ours, theirs = sides[0]["snapshot"]["free_queue"], sides[1]["snapshot"]["free_queue"]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    for width, height, name in ((1400, 1000, "desktop"), (390, 844, "phone")):
+        w = Watched(browser, width, height)
+        try:
+            page = w.page
+            page.goto(page_path.as_uri() + f"#step-{done}")
+            page.wait_for_function(f"() => document.querySelector('.tx-panel').dataset.step === '{done}'")
+            shown = page.evaluate("""() => Array.from(document.querySelectorAll('.tx-side'), side => ({
+                label: side.querySelector('h3').textContent,
+                free: Array.from(side.querySelectorAll('.tx-free .tx-chip'), c => +c.textContent),
+                outlined: Array.from(side.querySelectorAll('.tx-diff'), e => e.dataset.box || e.className)}))""")
+            assert [s["free"] for s in shown] == [ours, theirs], shown
+            assert "vllm-stand-in" in shown[1]["label"]
+            assert all(s["outlined"] == ["free"] for s in shown), shown
+            assert "/free_queue[0]" in page.inner_text(".tx-first")
+            hrefs = page.eval_on_selector_all(".tx-note-link", "els => els.map(a => a.href)")
+            assert hrefs and all(h.startswith("https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/core/") for h in hrefs)
+            overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{name}: the divergence view is {overflow}px wider than the screen"
+            page.screenshot(path=str(SHOTS / f"explore-divergence-{name}.png"))
+            assert json.loads(saved.read_text())["sides"][1]["label"] == "vllm-stand-in"
+            errors += w.errors
+        finally:
+            w.close()
+    assert not errors, errors
+
+
 # --- citations: the cite controls on the annotated pages -----------------------------------------
 
 def test_cite_control_copies_the_notes_markdown_on_desktop_and_phone(browser, base_url, annotated) -> None:
