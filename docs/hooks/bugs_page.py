@@ -194,6 +194,10 @@ def releases_markdown(bug: Bug, measured_anywhere: list[str]) -> str:
             verdict = VERDICTS.get(entry.get("verdict", ""), entry.get("verdict", "?"))
             lines.append(f"| {release} | **{verdict}** | `{output}` | {how}, {entry.get('date', '?')} |")
         lines.append("")
+        if any(e.get("retargeted_to") for e in bug.replays.values()):
+            lines.append("*Retargeted*: the trace as recorded names another release's policy and does not "
+                         "apply there, so its ops were replayed under the installed release's policy, as the "
+                         "corpus replays V1 traces (`conformance.corpus.retargeted`).\n")
     else:
         lines.append("*Not measured yet: `scripts/replay-known-bugs` has not been run on this trace.*\n")
     recorded = bug.trace.get("versions") or []
