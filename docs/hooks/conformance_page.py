@@ -210,7 +210,8 @@ def lanes_markdown(reports: list[Report], root: Path) -> str:
                    and p["status"] != "not_applicable"]
             if ran:
                 passed = sum(p["status"] == "passed" for p in ran)
-                results.append(f"{_cell(r.label)} (`{r.source}`, {r.started}): {passed} passed, "
+                who = f"{r.build} on {r.device}" if r.lane else r.label  # the lane is named already
+                results.append(f"{_cell(who)} (`{r.source}`, {r.started}): {passed} passed, "
                                f"{len(ran) - passed} failed")
         if prefix == "kernel.cuda.":
             results.append("never run (no GPU lane report)" if gpu is None else
