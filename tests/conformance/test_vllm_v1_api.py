@@ -1,0 +1,52 @@
+"""Reading the installed vLLM's V1 code: the prefix-cache map's shape, read from its values."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from conformance.adapters.vllm_v1_api import cached_block_ids
+from conformance.versions import HarnessError
+
+
+def block(i: int):
+    return types.SimpleNamespace(block_id=i)
+
+
+class Map033:
+    """0.11 .. 0.33's BlockHashToBlockMap: ``_cache`` maps a key to a block or {block_id: block}."""
+
+    def __init__(self):
+        self._cache = {b"k1": block(3), b"k2": {5: block(5), 2: block(2)}, b"k3": {}}
+
+
+class Map034:
+    """0.34's: ``_cache`` maps a key to one block id; ``_dup_ids`` keeps every id of a key cached
+    by several blocks, in insertion order (v0.34.0 vllm/v1/core/block_pool.py:56-104)."""
+
+    def __init__(self):
+        self._blocks = [block(i) for i in range(8)]
+        self._cache = {b"k1": 3, b"k2": 5}
+        self._dup_ids = {b"k2": {5: None, 2: None}}
+
+
+def test_a_map_holding_block_ids_snapshots_like_one_holding_blocks():
+    """Catches: 0.34.0's id-valued map read as blocks ("'int' object has no attribute 'block_id'",
+    which stopped every V1 machine), or its duplicates lost (only the first id of a key)."""
+    assert cached_block_ids(Map034()) == cached_block_ids(Map033()) == [(b"k1", [3]), (b"k2", [5, 2])]
+
+
+def test_a_plain_dict_before_0_11_is_read_too():
+    """Catches: the pre-0.11 map (a plain dict of {block_id: block}) no longer read."""
+    assert cached_block_ids({b"k": {4: block(4), 1: block(1)}}) == [(b"k", [4, 1])]
+
+
+def test_an_unknown_shape_is_a_harness_error_naming_what_it_found():
+    """Catches: a map of another shape silently snapshotted as empty (the machines would compare
+    an empty prefix cache on both sides of nothing)."""
+    odd = types.SimpleNamespace(_cache={b"k": "three"})
+    with pytest.raises(HarnessError, match="holds a str"):
+        cached_block_ids(odd)
+    with pytest.raises(HarnessError, match="without a dict"):
+        cached_block_ids(types.SimpleNamespace(_cache=[1, 2]))
