@@ -18,6 +18,7 @@ Modules, one concept each:
 * :mod:`.hit_rate` - the block-granular prefix-cache hit-rate metric;
 * :mod:`.device_allocator` - the CPU/GPU pair with disjoint id ranges and swapping;
 * :mod:`.block_table` - one sequence's table of pages;
+* :mod:`.page_budget` - whether a mutation will get every page it asks for, before it starts;
 * :mod:`.trackers` - per-sequence computed-block hashes and last-access times;
 * :mod:`.sequence_view` - the plain description of a sequence the manager is given;
 * :mod:`.manager` - :class:`BlockSpaceManager`, the public entry point.

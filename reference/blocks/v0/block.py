@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Iterable, Optional, TypeGuard
 
 from reference.blocks.errors import DoubleFree, UnknownBlock
-from reference.blocks.v0.content_hash import NONE_HASH, hash_block_tokens
+from reference.blocks.v0.content_hash import NONE_HASH, page_hash
 from reference.blocks.v0.faults import NullBlockMisuse
 
 
@@ -111,15 +111,8 @@ class Block:
         before = pending[-1].prev
         known = before.content_hash if before is not None else None  # the Block interface only
         for block in reversed(pending):
-            if block.prev is None:
-                known = block._hash = hash_block_tokens(True, self.first_parent, block.token_ids,
-                                                        block.extra_hash)
-            elif known == self.first_parent:
-                # A previous page without a hash means this one has none either (line 917).
-                known = None
-            else:
-                # (A previous page that is not full gives None here, and vLLM hashes on with it.)
-                known = block._hash = hash_block_tokens(False, known, block.token_ids, block.extra_hash)
+            known = block._hash = page_hash(block.prev is None, known, block.token_ids, block.extra_hash,
+                                            self.first_parent)
         return known
 
 

@@ -23,7 +23,9 @@ from typing import Optional
 
 from reference.blocks.errors import InvalidArgument
 from reference.blocks.v0.block import Block, NullBlock
+from reference.blocks.v0.content_hash import page_hash
 from reference.blocks.v0.device_allocator import DeviceAllocator
+from reference.blocks.v0.page_budget import PageBudget
 from reference.blocks.v0.status import Device
 
 
@@ -143,6 +145,67 @@ class BlockTable:
         mapping = self.allocator.swap(self.blocks, src, dst)
         self.physical_block_ids = [b.block_id for b in self.blocks]  # type: ignore[misc]
         return mapping
+
+    # -- the same mutations, counted on a PageBudget before they are made (page_budget.py) -------
+    # Each walks its mutation's page requests in the mutation's order; the budget raises
+    # OutOfBlocks at the first one the pool could not meet. Refusals of other kinds are left to
+    # the mutation itself.
+    def plan_allocate(self, budget: PageBudget, token_ids: list[int], extra_hash: Optional[int] = None) -> None:
+        """The pages :meth:`allocate` takes: each full page (shared where its hash is in use), the tail."""
+        prev_hash: Optional[int] = None
+        for i, part in enumerate(chunks(list(token_ids), self.block_size)):
+            if len(part) == self.block_size and budget.hashing:
+                prev_hash = page_hash(i == 0, prev_hash, part, extra_hash, budget.first_parent)
+                budget.take_full(prev_hash)
+            else:
+                budget.take()
+
+    def plan_append_token_ids(self, budget: PageBudget, token_ids: list[int], num_lookahead_slots: int = 0,
+                              num_computed_slots: Optional[int] = None, extra_hash: Optional[int] = None) -> None:
+        """The pages :meth:`append_token_ids` takes and gives back: the null page on first use,
+        the pages that leave the window, new pages, a copy of each shared page written to, and the
+        page of each filled page whose content is already held."""
+        null_block = self.allocator.null_block
+        if self.max_block_sliding_window is not None:
+            if null_block is None:
+                budget.take()
+            if num_computed_slots is None:
+                return
+            end = num_computed_slots // self.block_size - self.max_block_sliding_window
+            for block in self.blocks[:max(end, 0)]:
+                if block is not null_block and block.block_id is not None:
+                    budget.release(block.block_id)
+        needed = len(token_ids) + num_lookahead_slots
+        if self.num_empty_slots < needed:
+            for _ in range(cdiv(needed - self.num_empty_slots, self.block_size)):
+                budget.take()
+        index = self.num_full_slots // self.block_size
+        prev: Optional[Block] = self.blocks[index].prev if index < len(self.blocks) else self.blocks[-1]
+        prev_hash = None if prev is None else prev.content_hash
+        for j, part in enumerate(self.chunks_for_append(token_ids)):
+            existing = self.blocks[index + j] if index + j < len(self.blocks) else None
+            written = len(part) + (len(existing.token_ids) if existing is not None else 0)
+            if existing is not None and existing.block_id is not None and budget.is_shared(existing.block_id):
+                budget.take()  # copy on write
+            if budget.hashing and written == self.block_size:
+                block_extra = existing.extra_hash if existing is not None else extra_hash
+                tokens = (existing.token_ids if existing is not None else []) + part
+                prev_hash = page_hash(prev is None and j == 0, prev_hash, tokens, block_extra, budget.first_parent)
+                if prev_hash is not None:
+                    budget.promote(prev_hash)
+            else:
+                prev_hash = None
+
+    def plan_swap(self, budget: PageBudget) -> None:
+        """The pages :meth:`swap` takes on the destination (the budget's pool): one per page, but
+        a full page whose hash is in use there is shared."""
+        for block in self.blocks:
+            if block.is_full and budget.hashing:
+                prev = block.prev
+                budget.take_full(page_hash(prev is None, None if prev is None else prev.content_hash,
+                                           block.token_ids, block.extra_hash, budget.first_parent))
+            else:
+                budget.take()
 
     def num_blocks_touched_by_append_slots(self, token_ids, num_lookahead_slots: int) -> int:
         """Worst-case number of pages an append writes to (each may need a new page)."""

@@ -38,6 +38,18 @@ def hash_block_tokens(is_first_block: bool, prev_block_hash: Optional[int],
     return hash((is_first_block, prev_block_hash, *token_ids, extra_hash))
 
 
+def page_hash(is_first_block: bool, prev_block_hash: Optional[int], token_ids: Sequence[int],
+              extra_hash: Optional[int], first_parent: Optional[int]) -> Optional[int]:
+    """A full page's hash given what the page before it answered for its hash (the rule of
+    :attr:`.block.Block.content_hash`): None when that page has none, i.e. answered the marker
+    ``first_parent``; a previous page that is not full answers None, which is hashed on with."""
+    if is_first_block:
+        return hash_block_tokens(True, first_parent, token_ids, extra_hash)
+    if prev_block_hash == first_parent:
+        return None
+    return hash_block_tokens(False, prev_block_hash, token_ids, extra_hash)
+
+
 def hash_hex(value: Optional[int]) -> Optional[str]:
     """A hash as 16 hex digits (two's complement), for JSON snapshots; None stays None."""
     if value is None:

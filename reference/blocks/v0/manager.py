@@ -18,15 +18,15 @@ Two vLLM leniencies are kept because callers rely on them: ``free`` of an unknow
 
 from __future__ import annotations
 
-import copy
-from contextlib import contextmanager, nullcontext
-from typing import ContextManager, Iterator, Optional
+from typing import Callable, Optional
 
-from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownRequest
+from reference.blocks.errors import InvalidArgument, UnknownRequest
+from reference.blocks.v0.block import NullBlock
 from reference.blocks.v0.block_table import BlockTable, num_required_blocks
 from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.content_hash import first_page_parent, hash_hex
 from reference.blocks.v0.device_allocator import DeviceAllocator
+from reference.blocks.v0.page_budget import PageBudget
 from reference.blocks.v0.sequence_view import SeqView
 from reference.blocks.v0.status import AllocStatus, Device
 from reference.blocks.v0.trackers import ComputedBlocksTracker, LastAccessTracker
@@ -69,26 +69,17 @@ class BlockSpaceManager:
         except KeyError:
             raise UnknownRequest(f"sequence {seq_id} has no block table") from None
 
-    def _atomic(self, worst_case_blocks: int, device: Device) -> ContextManager[None]:
-        """Run a mutation so that running out of pages part way leaves no trace.
+    def _refuse_if_short(self, worst_case_blocks: int, device: Device, plan: Callable[[PageBudget], None]) -> None:
+        """Refuse (OutOfBlocks) a mutation that would run out of pages part way, before it starts.
 
-        When the device surely has enough free pages nothing can fail half way and no copy is
-        made (the common case, kept cheap: it runs on every append); otherwise the state is
-        copied first and restored if the pool runs dry.
+        When the device surely has enough free pages nothing is counted (the common case, kept
+        cheap: it runs on every append); otherwise ``plan`` walks the mutation's page requests on
+        a :class:`PageBudget`, which raises at the first one the pool could not meet. Nothing is
+        copied: the walk costs what the mutation costs, whatever the size of the pool.
         """
         if self.allocator.get_num_free_blocks(device) >= worst_case_blocks:
-            return nullcontext()
-        return self._restore_on_exhaustion()
-
-    @contextmanager
-    def _restore_on_exhaustion(self) -> Iterator[None]:
-        saved = copy.deepcopy(self.__dict__)
-        try:
-            yield
-        except OutOfBlocks:
-            self.__dict__.clear()
-            self.__dict__.update(saved)
-            raise
+            return
+        plan(PageBudget(self.allocator.pool(device)))
 
     # -- admission --------------------------------------------------------------------------------
     def can_allocate(self, seq: SeqView, num_lookahead_slots: int = 0) -> AllocStatus:
@@ -117,9 +108,10 @@ class BlockSpaceManager:
         first = seqs[0]
         table = BlockTable(self.block_size, self.allocator,
                            max_block_sliding_window=self.max_block_sliding_window)
-        with self._atomic(num_required_blocks(first.token_ids, self.block_size), Device.GPU):
-            if first.token_ids:
-                table.allocate(list(first.token_ids), extra_hash=first.extra_hash)
+        if first.token_ids:
+            self._refuse_if_short(num_required_blocks(first.token_ids, self.block_size), Device.GPU,
+                                  lambda budget: table.plan_allocate(budget, first.token_ids, first.extra_hash))
+            table.allocate(list(first.token_ids), extra_hash=first.extra_hash)
         self.block_tables[first.seq_id] = table
         self.access_tracker.add_seq(first.seq_id)
         for seq in seqs[1:]:
@@ -148,9 +140,9 @@ class BlockSpaceManager:
         # may also take the shared null page on its first drop.
         worst = table.num_blocks_touched_by_append_slots(unseen, num_lookahead_slots) + (
             self.max_block_sliding_window is not None)
-        with self._atomic(worst, Device.GPU):
-            table.append_token_ids(unseen, num_lookahead_slots, seq.num_computed_tokens,
-                                   seq.extra_hash)
+        self._refuse_if_short(worst, Device.GPU, lambda budget: table.plan_append_token_ids(
+            budget, unseen, num_lookahead_slots, seq.num_computed_tokens, seq.extra_hash))
+        table.append_token_ids(unseen, num_lookahead_slots, seq.num_computed_tokens, seq.extra_hash)
         return self.allocator.clear_copy_on_writes()
 
     def fork(self, parent_id: int, child_id: int) -> None:
@@ -202,14 +194,14 @@ class BlockSpaceManager:
     def _swap(self, seqs: list[SeqView], src: Device, dst: Device) -> list[tuple[int, int]]:
         tables = [self._table(s.seq_id) for s in seqs]
         pairs: list[tuple[int, int]] = []
-        with self._atomic(sum(len(t.blocks) for t in tables), dst):
-            for table in tables:
-                if not table.blocks:
-                    continue
-                mapping = table.swap(src, dst)
-                relative = {self.allocator.get_physical_block_id(src, s):
-                            self.allocator.get_physical_block_id(dst, d) for s, d in mapping.items()}
-                pairs.extend(relative.items())
+        self._refuse_if_short(sum(len(t.blocks) for t in tables), dst, lambda budget: _plan_swaps(tables, budget))
+        for table in tables:
+            if not table.blocks:
+                continue
+            mapping = table.swap(src, dst)
+            relative = {self.allocator.get_physical_block_id(src, s):
+                        self.allocator.get_physical_block_id(dst, d) for s, d in mapping.items()}
+            pairs.extend(relative.items())
         return pairs
 
     def swap_in(self, seqs: list[SeqView]) -> list[tuple[int, int]]:
@@ -274,3 +266,12 @@ class BlockSpaceManager:
             "computed_tracker": self.computed_tracker.snapshot(),
             "last_access": self.access_tracker.snapshot(),
         }
+
+
+def _plan_swaps(tables: list[BlockTable], budget: PageBudget) -> None:
+    """The destination pages of swapping ``tables`` in order; the walk ends where the swap would
+    refuse a table holding the null page (before taking anything for it)."""
+    for table in tables:
+        if any(isinstance(b, NullBlock) for b in table.blocks):
+            return
+        table.plan_swap(budget)

@@ -240,6 +240,11 @@ class PrefixCachingAllocator:
     def get_prefix_cache_hit_rate(self) -> float:
         return self.metric.hit_rate()
 
+    def page_in_use_for(self, content_hash: int) -> Optional[int]:
+        """The page holding ``content_hash`` if one does and is referenced (not parked), else None."""
+        block_id = self.cached.get(content_hash)
+        return block_id if block_id is not None and self.refcounter.get(block_id) > 0 else None
+
     def is_block_computed(self, block_id: int) -> bool:
         status = self.status[block_id]
         return status.computed if status.active else block_id in self.evictor
