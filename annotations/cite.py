@@ -273,5 +273,5 @@ def _note_remark(c: Citation, note_id: str | None, root: Path) -> str:
     if note is None:
         return f"; v{c.version}/{c.path} has no note `{note_id}` any more"
     if (note.start, note.end, note.hash) != (c.start, c.end, c.hash):
-        return f"; note `{note_id}` now covers {note.range_text} (hash {note.hash})"
-    return f"; note `{note_id}` still covers these lines"
+        return f"; note `{note_id}` of v{c.version} now covers {note.range_text} (hash {note.hash})"
+    return f"; note `{note_id}` of v{c.version} still covers these lines"
