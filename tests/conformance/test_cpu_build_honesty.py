@@ -117,7 +117,8 @@ def test_a_lane_that_never_calls_the_compiled_op_fails(build, monkeypatch, only_
     from reference.attention import oracle
 
     def reference_instead(query, key_cache, value_cache, tables, lens, scale, slopes=None):
-        return oracle.paged_decode_oracle(query, key_cache, value_cache, tables, lens, scale, slopes)
+        return oracle.paged_decode_oracle(query, key_cache, value_cache, tables, lens, scale,
+                                          slopes)
 
     monkeypatch.setattr(cpu, "paged_attention_v1", reference_instead)
     result = cpu_build.run_kind("v1", 2)
