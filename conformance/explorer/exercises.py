@@ -13,9 +13,10 @@ to each is what the reference computed; the browser only compares. Per step, at 
 * ``ref``: the reference count of the first block whose count the op changed.
 
 A question is a dict: ``id`` (unique in its trace), ``step``, ``kind`` (how the answer is typed:
-``ids`` a list of block ids, maybe empty, or ``"refused"`` where the op returned None, ``int``, ``block`` a block id or none, ``number``),
-``prompt`` (HTML, its values escaped), ``label`` (what the answer is, plain text), ``answer`` and ``why`` (the note that explains it, ``v<release>/<path>#<note id>``,
-or None).
+``ids`` a list of block ids, maybe empty, or ``"refused"`` where the op returned None; ``int``;
+``block`` a block id or None; ``number``), ``prompt`` (HTML, its values escaped), ``label`` (what
+the answer is, plain text), ``answer`` and ``why`` (the note that explains it,
+``v<release>/<path>#<note id>``, or None).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@
  * Exercise mode: a step with questions is first shown as the state before it and the op, with a
  * form; "check" compares each answer with the one the reference computed when the page was built
  * (nothing is computed here), then shows the step. Answers are kept per trace in localStorage
- * ("tx-exercise:<slug>"), so a step already answered shows its verdicts instead of the form.
+ * ("tx-exercise:<slug>"), so a step already answered shows its verdicts instead of the form; the
+ * mode itself is remembered too ("tx-exercise:<slug>:on") until it is switched off.
  */
 (function () {
   "use strict";
@@ -424,6 +425,10 @@
 
     function setExercise(on) {
       exercise = on;
+      try {
+        if (on) window.localStorage.setItem(storageKey(data) + ":on", "1");
+        else window.localStorage.removeItem(storageKey(data) + ":on");
+      } catch (e) { /* private mode: the mode lasts as long as the page */ }
       tx.classList.toggle("tx-exercising", on);
       if (toggle) toggle.setAttribute("aria-pressed", on ? "true" : "false");
       if (reset) reset.hidden = !on;
@@ -468,7 +473,9 @@
     });
     var start = fromHash();
     go(start === null ? 0 : start, false);
-    if (window.location.hash === "#exercise" && toggle) setExercise(true);
+    var remembered = false;
+    try { remembered = window.localStorage.getItem(storageKey(data) + ":on") === "1"; } catch (e) { /* none */ }
+    if (toggle && (window.location.hash === "#exercise" || remembered)) setExercise(true);
     else showProgress();
     if (start !== null || window.location.hash === "#exercise") {
       window.requestAnimationFrame(function () { tx.scrollIntoView({ block: "start" }); });
