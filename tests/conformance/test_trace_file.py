@@ -123,3 +123,30 @@ def test_a_malformed_corpus_file_fails_the_corpus_property_as_a_harness_error(mo
     result = corpus.run_corpus()
     assert not result.passed and result.extra["failure"] == "harness_error"
     assert f"{bad}: ops[0]: missing field 'seq'" in result.detail
+
+
+@pytest.mark.parametrize("machine", ["v0.V0LifecycleSelfMachine", "v0.V0PrefixCachingSelfMachine",
+                                     "v1.V1ReferencePeerLifecycle", "v1.V1ReferencePeerSlidingWindow"])
+def test_every_trace_a_machine_records_follows_the_schema(machine):
+    """Catches: a schema that refuses what the state machines write (an op field, a config key
+    such as ``peer`` / ``against``): the shrunk trace a failed run saves in traces/failures/ could
+    not be replayed. Runs the reference-against-itself machines and checks each example's trace."""
+    from hypothesis import settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from conformance.lockstep import suppressed_health_checks
+    from conformance.machines import v0, v1
+
+    module, name = machine.split(".")
+    base = getattr({"v0": v0, "v1": v1}[module], name)
+    checked = []
+
+    class Checked(base):  # type: ignore[misc, valid-type]  # a machine class chosen at run time
+        def teardown(self):
+            if self.trace:
+                checked.append(check_trace(json.loads(json.dumps(self.trace)), f"{machine} example"))
+
+    run_state_machine_as_test(Checked, settings=settings(max_examples=15, stateful_step_count=30, deadline=None,
+                                                         database=None, suppress_health_check=suppressed_health_checks()))
+    assert checked and any(t["ops"] for t in checked)
+    assert all("reference" in (t["config"].get("peer"), t["config"].get("against")) for t in checked)
