@@ -37,6 +37,7 @@ def test_at_an_intermediate_release_each_op_sequence_is_replayed_once(monkeypatc
     """Catches: the pinned pair of a trace (same ops, two releases) replayed twice, or skipped."""
     monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.20.2")
     monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.20.2")
+    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)  # the log's, not this env's files
     replayed = []
 
     def fake_replay(trace):
@@ -61,6 +62,7 @@ def test_a_release_the_v1_harness_cannot_drive_is_a_harness_error_not_a_pass(mon
 
     monkeypatch.setattr(corpus, "installed_policy", gap)
     monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.9.2")
+    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
     monkeypatch.setattr(corpus, "replay", lambda trace: (len(trace["ops"]), None))
     result = corpus.run_corpus()
     assert not result.passed and result.extra["failure"] == "harness_error"
