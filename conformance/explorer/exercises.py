@@ -8,7 +8,8 @@ to each is what the reference computed; the browser only compares. Per step, at 
 * ``returns``: the block ids the op returns (``allocate_slots``'s new blocks, ``None`` when the
   pool refuses; a prefix-cache hit's blocks; V0's block table and common computed blocks);
 * ``hit``: the hit length (tokens a prefix-cache lookup finds computed);
-* ``table``: the blocks of the first block table the op changed (V0 allocations and appends);
+* ``table``: the blocks of the first block table the op changed beyond appending what it returns
+  (V0 allocations and appends; V1 blocks released behind a sliding window);
 * ``free_head``: the new head of the free queue, where the op changed it (``None``: empty);
 * ``ref``: the reference count of the first block whose count the op changed.
 
@@ -71,16 +72,25 @@ def _returns(trace: dict, op: dict, result) -> list[dict]:
     return []
 
 
-def _table(trace: dict, op: dict, before: dict, after: dict) -> list[dict]:
-    """The first block table (single-group) that the op changed."""
+def _table(trace: dict, op: dict, before: dict, after: dict, returned: list | None) -> list[dict]:
+    """The first block table (single-group) that the op changed in a way its return value does not
+    already say (V0's allocations and appends; V1's blocks released behind a sliding window)."""
     old = {row[0]: row[1] for row in before["tables"]}
     for row in after["tables"]:
         name, groups = row[0], row[1]
-        if old.get(name) != groups and len(groups) == 1 and groups[0]:
-            who = "request" if trace["semantics"] == "v1" else "sequence"
-            return [{"kind": "ids", "q": "table", "answer": groups[0], "why": _op_note(trace, op),
-                     "label": f"{who} {name}'s block table",
-                     "prompt": f"Which blocks does {who} <code>{escape(str(name))}</code>'s block table hold now, in order?"}]
+        was = old.get(name)
+        if was == groups or len(groups) != 1 or not groups[0]:
+            continue
+        if returned is not None and was is not None and was[0] + returned == groups[0]:
+            continue  # the new blocks were appended: the "returns" question asks exactly that
+        v1 = trace["semantics"] == "v1"
+        hint = (" (a block released behind the sliding window reads as the null block, <kbd>0</kbd>)"
+                if v1 and any(g.get("kind") == "sliding" for g in trace["config"].get("groups", [])) else "")
+        who = "request" if v1 else "sequence"
+        return [{"kind": "ids", "q": "table", "answer": groups[0], "why": _op_note(trace, op),
+                 "label": f"{who} {name}'s block table",
+                 "prompt": f"Which blocks does {who} <code>{escape(str(name))}</code>'s block table hold now, "
+                           f"in order?{hint}"}]
     return []
 
 
@@ -112,8 +122,8 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
         return []  # the initial state, a refusal or a crash: nothing to predict but the refusal
     before, after = steps[k - 1]["state"], step["state"]
     found = _returns(trace, step["op"], out["result"])
-    if not any(q["q"] == "returns" for q in found):
-        found += _table(trace, step["op"], before, after)
+    returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
+    found += _table(trace, step["op"], before, after, returned if isinstance(returned, list) else None)
     found += _free_head(trace, before, after) + _ref(trace, before, after)
     return [{"id": f"s{k}-{q['q']}", "step": k, **q} for q in found[:MAX_PER_STEP]]
 
