@@ -75,7 +75,8 @@ class Block:
         """
         if self._num_tokens_total is not None:
             return self._num_tokens_total
-        total, block = 0, self  # a naive block: count along the chain (nothing on a hot path asks)
+        total = 0  # a naive block: count along the chain (nothing on a hot path asks)
+        block: Optional[Block] = self
         while block is not None:
             total += len(block.token_ids)
             block = block.prev
@@ -135,28 +136,28 @@ class NullBlock(Block):
     def __init__(self, proxy: Block) -> None:  # noqa: D107 - no Block state of its own
         self._proxy = proxy
 
-    @property  # type: ignore[override]
-    def block_id(self) -> Optional[int]:
+    @property
+    def block_id(self) -> Optional[int]:  # type: ignore[override]  # read-only: never written
         return self._proxy.block_id
 
-    @property  # type: ignore[override]
-    def token_ids(self) -> list[int]:
+    @property
+    def token_ids(self) -> list[int]:  # type: ignore[override]  # read-only: never written
         return self._proxy.token_ids
 
-    @property  # type: ignore[override]
-    def prev(self) -> Optional[Block]:
+    @property
+    def prev(self) -> Optional[Block]:  # type: ignore[override]  # read-only: never written
         return self._proxy.prev
 
-    @property  # type: ignore[override]
-    def block_size(self) -> int:
+    @property
+    def block_size(self) -> int:  # type: ignore[override]  # read-only: never written
         return self._proxy.block_size
 
-    @property  # type: ignore[override]
-    def hashing(self) -> bool:
+    @property
+    def hashing(self) -> bool:  # type: ignore[override]  # read-only: never written
         return self._proxy.hashing
 
-    @property  # type: ignore[override]
-    def extra_hash(self) -> Optional[int]:
+    @property
+    def extra_hash(self) -> Optional[int]:  # type: ignore[override]  # read-only: never written
         return None
 
     @property

@@ -19,6 +19,7 @@ every step; reading them must not mean walking the views. vLLM keeps the same mi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 from reference.blocks.errors import InvalidArgument
@@ -51,7 +52,7 @@ class BlockTable:
         self.block_size = block_size
         self.allocator = allocator
         self.blocks: list[Block] = list(blocks or [])
-        self.physical_block_ids: list[int] = [b.block_id for b in self.blocks]  # type: ignore[misc]
+        self.physical_block_ids: list[int] = [b.block_id for b in self.blocks]  # type: ignore[misc]  # a table's pages hold ids
         self.max_block_sliding_window = max_block_sliding_window
         self.num_full_slots = sum(len(b.token_ids) for b in self.blocks)
 
@@ -86,7 +87,7 @@ class BlockTable:
             self.allocator.append_token_ids(block, tail[0])
             blocks.append(block)
         self.blocks = blocks
-        self.physical_block_ids = [b.block_id for b in blocks]  # type: ignore[misc]
+        self.physical_block_ids = [b.block_id for b in blocks]  # type: ignore[misc]  # pages hold ids
         self.num_full_slots = len(token_ids)
 
     def append_token_ids(self, token_ids: list[int], num_lookahead_slots: int = 0,
@@ -104,14 +105,14 @@ class BlockTable:
                 if self.blocks[idx] is not null_block:
                     self.allocator.free(self.blocks[idx])
                     self.blocks[idx] = null_block
-                    self.physical_block_ids[idx] = null_block.block_id  # type: ignore[assignment]
+                    self.physical_block_ids[idx] = null_block.block_id  # type: ignore[assignment]  # it holds an id
         self.ensure_num_empty_slots(len(token_ids) + num_lookahead_slots, extra_hash)
         index = self.num_full_slots // self.block_size
         for part in self.chunks_for_append(token_ids):
             block = self.blocks[index]
             self.allocator.append_token_ids(block, part)
             # The write may have moved the view: copy-on-write, or a full page found in the cache.
-            self.physical_block_ids[index] = block.block_id  # type: ignore[assignment]
+            self.physical_block_ids[index] = block.block_id  # type: ignore[assignment]  # written: holds an id
             index += 1
         self.num_full_slots += len(token_ids)
 
@@ -121,7 +122,7 @@ class BlockTable:
         for _ in range(cdiv(num_empty_slots - self.num_empty_slots, self.block_size)):
             block = self.allocator.allocate_mutable_block(self.blocks[-1], Device.GPU, extra_hash)
             self.blocks.append(block)
-            self.physical_block_ids.append(block.block_id)  # type: ignore[arg-type]
+            self.physical_block_ids.append(block.block_id)  # type: ignore[arg-type]  # new: holds an id
 
     def fork(self) -> "BlockTable":
         """A second table sharing every page of this one (counts go up by one each)."""
@@ -143,14 +144,14 @@ class BlockTable:
     def swap(self, src: Device, dst: Device) -> dict[int, int]:
         """Move every page to the other device; return {old absolute id: new absolute id}."""
         mapping = self.allocator.swap(self.blocks, src, dst)
-        self.physical_block_ids = [b.block_id for b in self.blocks]  # type: ignore[misc]
+        self.physical_block_ids = [b.block_id for b in self.blocks]  # type: ignore[misc]  # pages hold ids
         return mapping
 
     # -- the same mutations, counted on a PageBudget before they are made (page_budget.py) -------
     # Each walks its mutation's page requests in the mutation's order; the budget raises
     # OutOfBlocks at the first one the pool could not meet. Refusals of other kinds are left to
     # the mutation itself.
-    def plan_allocate(self, budget: PageBudget, token_ids: list[int], extra_hash: Optional[int] = None) -> None:
+    def plan_allocate(self, budget: PageBudget, token_ids: Sequence[int], extra_hash: Optional[int] = None) -> None:
         """The pages :meth:`allocate` takes: each full page (shared where its hash is in use), the tail."""
         prev_hash: Optional[int] = None
         for i, part in enumerate(chunks(list(token_ids), self.block_size)):

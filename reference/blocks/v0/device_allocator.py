@@ -68,7 +68,7 @@ class DeviceAllocator:
     def append_token_ids(self, block: Block, token_ids: list[int]) -> None:
         if isinstance(block, NullBlock):
             raise NullBlockMisuse("the null block must not be written")
-        self.pool_of(block.block_id).append_token_ids(block, token_ids)  # type: ignore[arg-type]
+        self.pool_of(block.block_id).append_token_ids(block, token_ids)  # type: ignore[arg-type]  # None: pool_of refuses it
 
     def free(self, block: Block) -> None:
         if isinstance(block, NullBlock):

@@ -117,7 +117,7 @@ class NaiveAllocator:
         forked: list[Block] = []
         prev: Optional[Block] = None
         for block in chain:
-            self.refcounter.incr(block.block_id)  # type: ignore[arg-type]
+            self.refcounter.incr(block.block_id)  # type: ignore[arg-type]  # checked above: an id
             prev = Block(prev, block.token_ids, self.block_size, block.block_id)
             forked.append(prev)
         return forked

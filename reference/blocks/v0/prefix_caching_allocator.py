@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from os.path import commonprefix
-from typing import Iterable, Optional
+from typing import Iterable, Optional, cast
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownBlock
 from reference.blocks.v0.block import Block, CopyOnWriteLog
@@ -123,7 +123,7 @@ class PrefixCachingAllocator:
             return
         if block.content_hash not in self.cached:
             raise UpstreamInvariantBroken(f"full block {block_id} is not in the cache")
-        self.evictor.add(block_id, block.content_hash, block.num_tokens_total,  # type: ignore[arg-type]
+        self.evictor.add(block_id, block.content_hash, block.num_tokens_total,
                          self.status[block_id].last_accessed)
         self.status[block_id].disable()
         block.block_id = None
@@ -221,7 +221,7 @@ class PrefixCachingAllocator:
         forked: list[Block] = []
         prev: Optional[Block] = None
         for block in chain:
-            self.refcounter.incr(block.block_id)  # type: ignore[arg-type]
+            self.refcounter.incr(block.block_id)  # type: ignore[arg-type]  # checked above: an id
             prev = Block(prev, block.token_ids, self.block_size, block.block_id,
                          hashing=True, extra_hash=block.extra_hash, first_parent=self.first_parent)
             forked.append(prev)
@@ -278,7 +278,7 @@ class PrefixCachingAllocator:
             if not block.is_full:
                 continue
             h = block.content_hash
-            if h not in self.cached or self.cached[h] in self.evictor:  # type: ignore[operator]
+            if h not in self.cached or self.cached[h] in self.evictor:
                 count += 1
         return count
 
@@ -288,7 +288,7 @@ class PrefixCachingAllocator:
             return per_seq_ids[0]  # as vLLM: the caller's own (fresh) list, not a copy of it
         # vLLM uses os.path.commonprefix, which returns '' for no lists; we return [] instead.
         nonempty = [ids for ids in per_seq_ids if ids]
-        return commonprefix(nonempty) if nonempty else []  # a list slice: already a new list
+        return cast(list[int], commonprefix(nonempty)) if nonempty else []  # a list slice: already a new list
 
     # -- access and computed marks ----------------------------------------------------------------
     def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
