@@ -113,9 +113,12 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "the admission check no longer counts null entries of a hit as blocks it must take from "
         "the free queue.",
         "the null block is never in the free queue, so counting it refused allocations the pool "
-        "could serve.",
+        "could serve. (Before, free_blocks counted the null block down for every null entry of a "
+        "freed table, so its count drifted below 0 and a null entry was counted only while the "
+        "count stood at exactly 0.)",
         "v0.9.1 vllm/v1/core/single_type_kv_cache_manager.py:81; before: "
-        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:85-86",
+        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:85-86, "
+        "v0.9.0 vllm/v1/core/block_pool.py:266-267, v0.8.5.post1 vllm/v1/core/block_pool.py:235-236",
         ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.base.get_num_blocks_to_allocate",)),
     Change(
         "free_reversed_without_caching", "0.9.0", True,
@@ -179,11 +182,14 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.num_free_and_usage",)),
     Change(
         "none_hash_at_import", "0.10.0", False,
-        "NONE_HASH, the parent of every first block, is set by init_none_hash(hash_fn) when the "
-        "manager is built, from hash_fn(PYTHONHASHSEED), instead of once at import with sha256.",
+        "NONE_HASH, the parent of every first block, is set by init_none_hash(hash_fn), from "
+        "hash_fn(PYTHONHASHSEED), instead of once at import with sha256: at manager construction in "
+        "0.10.0, by the engine core from 0.10.1 on.",
         "the seed should come from the hash function the cache actually uses, and a module-level "
         "random value fixed at import could not follow the configured hash.",
-        "v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73 (init_none_hash); before: "
+        "v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73 (init_none_hash), "
+        "v0.10.0 vllm/v1/core/kv_cache_manager.py:90 (called at construction), "
+        "v0.10.1 vllm/v1/engine/core.py:153 (called by the engine core); before: "
         "v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60 (NONE_HASH at import)",
         ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
     Change(
@@ -247,7 +253,8 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "prefix-cache hit computed across all of them; the old coordinator merged exactly two "
         "hit lists, one full and one other, in a fixed order.",
         "v0.14.0 vllm/v1/core/kv_cache_coordinator.py:395 (verify_and_split_kv_cache_groups, "
-        "neither check); before: v0.13.0 and v0.10.2 kv_cache_coordinator.py:300-322, 338-348",
+        "neither check); before: v0.13.0 vllm/v1/core/kv_cache_coordinator.py:384-410, 427-439, "
+        "v0.10.2 vllm/v1/core/kv_cache_coordinator.py:300-322, 338-348",
         ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.hybrid.split_groups",)),
     Change(
         "hybrid_needs_distinct_specs", "0.14.0", True,
@@ -279,12 +286,13 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
     Change(
         "sliding_window_frees_hashless_to_front", "0.23.0", True,
-        "the sliding-window manager frees out-of-window blocks and finished requests' blocks in two "
-        "calls: hashed blocks to the tail of the free queue, hashless ones to the front "
-        "(free_blocks(..., prepend=True)); full attention still appends everything.",
+        "every manager that skips tokens (the base class's out-of-window release, used by sliding "
+        "window and chunked local attention) and the sliding-window manager's own free release "
+        "blocks in two calls: hashed blocks to the tail of the free queue, hashless ones to the "
+        "front (free_blocks(..., prepend=True)); full attention still appends everything.",
         "a released block with no hash can never be a prefix hit, so it is the best block to reuse "
         "next; a hashed one may still be hit and should be evicted last.",
-        "v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:497-501, 751-765; "
+        "v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:448-501, 751-765; "
         "before: v0.22.1 vllm/v1/core/block_pool.py has no prepend",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
     Change(
@@ -293,15 +301,18 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "waiting or preempted request is admitted while others are scheduled.",
         "admitting a new request into the last free blocks forces preemptions on the next decode "
         "steps; a reserve avoids that thrash.",
-        "v0.24.0 vllm/v1/core/kv_cache_manager.py:125, 162-163, 288",
+        "v0.24.0 vllm/v1/core/kv_cache_manager.py:125, 162-163 (argument, block count), "
+        "363-370, 385, 415-417 (where it applies)",
         ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.init.watermark",)),
     Change(
         "none_hash_default_seed", "0.29.0", "vllm-none-hash",
         "without PYTHONHASHSEED, NONE_HASH is hash_fn(\"vllm-none-hash\") instead of 32 random raw "
-        "bytes, so block hashes are the same in every process.",
+        "bytes, so sha256-family block hashes are the same in every process (xxhash and xxhash_cbor "
+        "keep a per-process random seed).",
         "prefix-cache hits across processes (and KV transfer between them) need hashes that do not "
         "depend on a per-process random seed.",
-        "v0.29.0 vllm/v1/core/kv_cache_utils.py:109 (DEFAULT_NONE_HASH_SEED), 131-147 (init_none_hash)",
+        "v0.29.0 vllm/v1/core/kv_cache_utils.py:109 (DEFAULT_NONE_HASH_SEED), 118-131 "
+        "(resolve_none_hash_seed; the xxhash seed at 129-130), 147-159 (init_none_hash)",
         ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
     Change(
         "lora_extra_key", "0.11.1", "name",
@@ -471,7 +482,8 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "before: v0.8.5.post1 vllm/attention/ops/chunked_prefill_paged_decode.py:159"),
     Change(
         "paged_2d_rocm_check_bound_at_import", "0.10.2", False,
-        "chunked_prefill_paged_decode imports the ROCm check at call time instead of at module load.",
+        "chunked_prefill_paged_decode imports the ROCm check at call time instead of at module load "
+        "(the module-level import exists from 0.8.3 through 0.10.0; 0.8.0-0.8.2 lack it).",
         _FIRST_READ + ".",
         "before: v0.9.2 vllm/attention/ops/chunked_prefill_paged_decode.py:14"),
     Change(
@@ -600,7 +612,8 @@ LOGS: dict[type, tuple[Change, ...]] = {
 # Releases whose sources were read against a measured release of the same series and found the
 # same on every path the harness drives (V1 core, request, KV-cache interface, Triton kernels,
 # V0 block manager and sequence): they are driven as that release. Where they differ only outside
-# those paths, the difference is named: 0.6.5 (a docstring), 0.7.2 (Sequence.__repr__/items),
+# those paths, the difference is named: 0.6.5 (a docstring; inputs/data.py's multi_modal_hashes
+# and the V1 files, which 0.6.x does not drive), 0.7.2 (Sequence.__repr__/items),
 # 0.14.0 (the encoder cache), 0.17.0 (no take_new_block_ids), 0.19.0 (an EAGLE-only path), 0.20.0
 # (start-up pool sizing; its Request differs in a structured-output argument).
 READ_AS_MEASURED: dict[str, str] = {

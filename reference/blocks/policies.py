@@ -37,11 +37,12 @@ class V1Policy:
     #   v0.10.2 vllm/v1/core/block_pool.py:252-267 (free_blocks: append_n of all)
     free_hashless_blocks_to_front: bool
 
-    # The same choice made by the sliding-window manager alone (v0.23.0): when it releases
-    # out-of-window blocks or frees a request, hashless blocks go to the front of the free queue
+    # The same choice made only where tokens are skipped (v0.23.0): when a manager that skips
+    # tokens (sliding window, chunked local attention) releases out-of-window blocks, or the
+    # sliding-window manager frees a request, hashless blocks go to the front of the free queue
     # and hashed ones to the tail, while the full-attention manager still appends everything.
     # From v0.24.0 free_hashless_blocks_to_front makes every path do it.
-    #   v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:497-501 (remove_skipped_blocks),
+    #   v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:448-501 (remove_skipped_blocks),
     #           751-765 (SlidingWindowManager.free); block_pool.py:419-440 (free_blocks(prepend))
     #   v0.22.1: absent (free_blocks has no prepend argument)
     sliding_window_frees_hashless_to_front: bool
@@ -69,8 +70,8 @@ class V1Policy:
     hit_touches_skipped_nulls: bool
 
     # The seed of NONE_HASH (the parent hash of every first block) when PYTHONHASHSEED is unset.
-    # A string: NONE_HASH = hash_fn(seed), the same in every process (v0.33.0 uses
-    # "vllm-none-hash" for the sha256 family). None: NONE_HASH is 32 fresh random bytes used
+    # A string: NONE_HASH = hash_fn(seed), the same in every process for the sha256 family
+    # (v0.33.0 uses "vllm-none-hash"; its xxhash functions keep a per-process seed). None: NONE_HASH is 32 fresh random bytes used
     # *raw*, not hashed (v0.10.2). With PYTHONHASHSEED set, both use hash_fn(PYTHONHASHSEED).
     #   v0.33.0 vllm/v1/core/kv_cache_utils.py:104-158 (DEFAULT_NONE_HASH_SEED, init_none_hash)
     #   v0.10.2 vllm/v1/core/kv_cache_utils.py:76-93 (init_none_hash)
@@ -168,7 +169,8 @@ class V1Policy:
     # When NONE_HASH is set. True (v0.9.2): once, when kv_cache_utils is imported, from
     # os.urandom or, with PYTHONHASHSEED set, sha256(PYTHONHASHSEED) whatever hash function the
     # manager uses (so "builtin" chains start from a SHA-256 seed). False (from v0.10.0):
-    # init_none_hash(hash_fn) at manager construction, hash_fn(PYTHONHASHSEED).
+    # init_none_hash(hash_fn) sets hash_fn(PYTHONHASHSEED): at manager construction in v0.10.0,
+    # by the engine core from v0.10.1 (the reference sets it when its manager is built).
     #   v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60
     #   v0.10.0 vllm/v1/core/kv_cache_utils.py:61-73 (init_none_hash)
     none_hash_at_import: bool
@@ -202,8 +204,9 @@ class V1Policy:
     pool_key_has_group_id: bool
 
     # Whether the admission check counts null entries of a hit as blocks to revive. True (before
-    # v0.9.1): every hit block with ref_cnt == 0 counts, the null block included (its count is
-    # 0 unless hits hold it), so a sliding-window hit asks for one more free block per such null.
+    # v0.9.1): every hit block with ref_cnt == 0 counts, the null block included whenever its
+    # count stands at exactly 0 (frees count it down, so it drifts below 0), so a sliding-window
+    # hit may ask for one more free block per such null.
     #   v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:226-234
     #   v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:85-86
     #   v0.9.1 vllm/v1/core/single_type_kv_cache_manager.py:81 (`and not blk.is_null`)
