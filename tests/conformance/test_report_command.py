@@ -116,6 +116,7 @@ def test_replay_reports_an_unmapped_exception_as_a_divergence(monkeypatch, tmp_p
                 raise IndexError("list index out of range")
 
     monkeypatch.setattr(v0, "make_systems", lambda config: (Steady(), Crashing()))
+    monkeypatch.setattr(report, "FAILURES", tmp_path / "failures")  # the replay saves the divergence
     trace = tmp_path / "t.json"
     config = {"block_size": 1, "num_gpu_blocks": 1, "num_cpu_blocks": 0, "watermark": 0.0, "enable_caching": True}
     trace.write_text(json.dumps({"semantics": "v0", "config": config, "ops": [{"op": "num_free"}, {"op": "hit_rate"}]}))
