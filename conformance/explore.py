@@ -23,6 +23,7 @@ import http.server
 import importlib
 import inspect
 import json
+import sys
 import tempfile
 from html import escape
 from pathlib import Path
@@ -157,8 +158,6 @@ def server(directory: Path, port: int = 0) -> http.server.ThreadingHTTPServer:
 
 def main(trace: Path, out: Path | None = None, serve: bool = False, port: int = 0, stdout=None) -> int:
     """The command: write the page and print its path; with ``serve``, serve it until interrupted."""
-    import sys
-
     stdout = stdout or sys.stdout
     try:
         page = write_page(trace, out)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
-from conformance.explorer.op_notes import NoteRef, OP_REFERENCE, notes_release, op_notes, trace_release
+from conformance.explorer.op_notes import OP_REFERENCE, NoteRef, note_ref, notes_release, op_notes, trace_release
 from conformance.explorer.steps import op_summary, outcome_summary, view
 from conformance.lockstep import first_difference
 
@@ -63,8 +63,6 @@ def op_links(trace: dict, note_href: NoteLink, ref_href: RefLink) -> dict:
 
 def resolved_questions(questions: list[dict], note_href: NoteLink, page_href: Callable[[str], "str | None"]) -> list[dict]:
     """Questions with ``why`` as ``{label, href}``: a note target, or ``page:<docs page>#anchor``."""
-    from conformance.explorer.op_notes import note_ref
-
     out = []
     for q in questions:
         why = q.get("why")
@@ -131,8 +129,9 @@ def divergence_view(trace: dict, steps: list[dict]) -> dict | None:
         return result
     semantics = trace["semantics"]
     ours = steps[result["step"]]
-    other = next((s for s in sides if s.get("label") != "reference" and not str(s.get("label", "")).startswith("reference")),
-                 sides[-1])
+    # the side that is not the reference (the runs save the reference first; a reference paired
+    # with itself, as tests do, has two "reference..." labels: then the second)
+    other = next((s for s in sides if not str(s.get("label", "")).startswith("reference")), sides[-1])
     shown = [{"label": "reference (replayed now)", "out": _said(ours["outcome"]), "state": ours["state"]}]
     snap = other.get("snapshot")
     shown.append({"label": f"{other.get('label', 'vLLM')} (saved in the trace file)",
