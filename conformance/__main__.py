@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.traces:
             try:
                 trace = load_trace(path)
-            except TraceFileError as err:  # its message names the file and the field
-                print(f"unreadable trace: {err}")
+            except TraceFileError as err:
+                print(f"{path}: unreadable trace: {err.detail}")
                 status = 2
                 continue
             try:

@@ -37,10 +37,15 @@ class TraceFileError(ValueError):
     """A trace file that does not follow the schema; ``str()`` is ``"SOURCE: FIELD: PROBLEM"``."""
 
     def __init__(self, source: str, field: str, problem: str) -> None:
-        super().__init__(f"{source}: {field}: {problem}" if field else f"{source}: {problem}")
         self.source = source
         self.field = field
         self.problem = problem
+        super().__init__(f"{source}: {self.detail}")
+
+    @property
+    def detail(self) -> str:
+        """``"FIELD: PROBLEM"`` (or the problem alone, for the file as a whole)."""
+        return f"{self.field}: {self.problem}" if self.field else self.problem
 
 
 @dataclass(frozen=True)

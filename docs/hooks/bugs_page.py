@@ -37,6 +37,7 @@ from mkdocs.utils import get_relative_url
 
 from annotations.citations import GITHUB_BLOB, PLAIN, Citation, Resolver
 from annotations.model import ANNOTATIONS_ROOT, parse
+from conformance.trace_file import TraceFileError, load_trace
 
 log = logging.getLogger("mkdocs.hooks.bugs_page")
 
@@ -113,11 +114,9 @@ def load(folder: Path = BUGS) -> list[Bug]:
     bugs = []
     for path in sorted(folder.glob("*.json")):
         try:
-            trace = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as err:
-            raise PluginError(f"{path}: not JSON: {err}") from None
-        if not isinstance(trace, dict) or "ops" not in trace or "semantics" not in trace:
-            raise PluginError(f"{path}: not a trace (no 'semantics' and 'ops')")
+            trace = load_trace(path)
+        except TraceFileError as err:  # names the file and the field
+            raise PluginError(str(err)) from None
         bugs.append(Bug(path.name, trace, paragraphs.get(path.name), facts.get(path.name), replays.get(path.name, {})))
     for name in sorted(set(facts) - {b.name for b in bugs}):
         log.warning("%s/about/bugs.json describes %s, which is not a trace of the folder", folder, name)
