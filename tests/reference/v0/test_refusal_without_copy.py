@@ -120,10 +120,12 @@ def test_the_budget_refuses_exactly_what_would_run_dry(data, bs, gpu, cpu, cachi
             lookahead = data.draw(st.integers(0, bs))
             call = lambda m, view=view, la=lookahead: m.append_slots(view, la)  # noqa: E731
         elif kind in ("swap_out", "swap_in") and (running if kind == "swap_out" else swapped):
-            sid = data.draw(st.sampled_from(running if kind == "swap_out" else swapped))
-            view = SeqView(sid, tokens[sid], computed[sid], False)
-            call = (lambda m, view=view: m.swap_out([view])) if kind == "swap_out" else (  # noqa: E731
-                lambda m, view=view: m.swap_in([view]))
+            # A group: one to three sequences, which may share pages (forks).
+            group = data.draw(st.lists(st.sampled_from(running if kind == "swap_out" else swapped),
+                                       min_size=1, max_size=3, unique=True))
+            views = [SeqView(s, tokens[s], computed[s], False) for s in group]
+            call = (lambda m, views=views: m.swap_out(views)) if kind == "swap_out" else (  # noqa: E731
+                lambda m, views=views: m.swap_in(views))
         elif kind == "fork" and running:
             parent = data.draw(st.sampled_from(running))
             m.fork(parent, sid)
@@ -160,7 +162,8 @@ def test_the_budget_refuses_exactly_what_would_run_dry(data, bs, gpu, cpu, cachi
             elif kind == "append":
                 tokens[sid] = list(view.token_ids)
             else:
-                status[sid] = "swapped" if kind == "swap_out" else "running"
+                for s in group:
+                    status[s] = "swapped" if kind == "swap_out" else "running"
 
 
 def test_pages_a_sliding_window_leaves_are_counted_before_new_ones(monkeypatch):
