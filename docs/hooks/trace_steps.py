@@ -56,7 +56,8 @@ SEED_DEMO_TRACE: dict[str, Any] = {
 #: token needs a second block (the reference V0 manager, blocks of 4, 8 GPU blocks).
 SEED_FIFTH_TOKEN_TRACE: dict[str, Any] = {
     "semantics": "v0",
-    "source": "the seed demo's first experiment (docs/seed-demo.md: one sequence, two placements) as lockstep ops",
+    "source": "the seed demo's first experiment (docs/seed-demo.md: one sequence, two placements) as lockstep "
+              "ops; vLLM 0.10.2's V0 manager replays it identically",
     "config": {"block_size": 4, "num_gpu_blocks": 8, "num_cpu_blocks": 0, "watermark": 0.0,
                "sliding_window": None, "enable_caching": False},
     "ops": [
