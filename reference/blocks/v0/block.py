@@ -15,7 +15,8 @@ Blocks of the prefix-caching allocator (``hashing=True``) also know their conten
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, TypeGuard
+from collections.abc import Iterable
+from typing import Optional, TypeGuard
 
 from reference.blocks.errors import DoubleFree, UnknownBlock
 from reference.blocks.v0.content_hash import NONE_HASH, page_hash
@@ -25,7 +26,7 @@ from reference.blocks.v0.faults import NullBlockMisuse
 class Block:
     """One sequence's view of one page."""
 
-    def __init__(self, prev: Optional["Block"], token_ids: Iterable[int], block_size: int,
+    def __init__(self, prev: Optional[Block], token_ids: Iterable[int], block_size: int,
                  block_id: Optional[int], hashing: bool = False,
                  extra_hash: Optional[int] = None, first_parent: Optional[int] = NONE_HASH) -> None:
         self.prev = prev
@@ -133,7 +134,7 @@ class NullBlock(Block):
     points at that one page, which is never freed.
     """
 
-    def __init__(self, proxy: Block) -> None:  # noqa: D107 - no Block state of its own
+    def __init__(self, proxy: Block) -> None:
         self._proxy = proxy
 
     @property

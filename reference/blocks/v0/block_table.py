@@ -38,7 +38,7 @@ def chunks(token_ids: list[int], size: int) -> list[list[int]]:
     return [token_ids[i:i + size] for i in range(0, len(token_ids), size)]
 
 
-def num_required_blocks(token_ids, block_size: int, num_lookahead_slots: int = 0) -> int:
+def num_required_blocks(token_ids: Sequence[int], block_size: int, num_lookahead_slots: int = 0) -> int:
     """Pages needed for a fresh sequence, assuming no page can be shared."""
     return cdiv(len(token_ids) + num_lookahead_slots, block_size)
 
@@ -64,7 +64,7 @@ class BlockTable:
     def num_empty_slots(self) -> int:
         return len(self.blocks) * self.block_size - self.num_full_slots
 
-    def unseen_token_ids(self, sequence_token_ids) -> list[int]:
+    def unseen_token_ids(self, sequence_token_ids: Sequence[int]) -> list[int]:
         return list(sequence_token_ids[self.num_full_slots:])
 
     def allocate(self, token_ids: list[int], device: Device = Device.GPU,
@@ -124,7 +124,7 @@ class BlockTable:
             self.blocks.append(block)
             self.physical_block_ids.append(block.block_id)  # type: ignore[arg-type]  # new: holds an id
 
-    def fork(self) -> "BlockTable":
+    def fork(self) -> BlockTable:
         """A second table sharing every page of this one (counts go up by one each)."""
         if not self.is_allocated:
             raise InvalidArgument("cannot fork an unallocated block table")
@@ -208,7 +208,7 @@ class BlockTable:
             else:
                 budget.take()
 
-    def num_blocks_touched_by_append_slots(self, token_ids, num_lookahead_slots: int) -> int:
+    def num_blocks_touched_by_append_slots(self, token_ids: Sequence[int], num_lookahead_slots: int) -> int:
         """Worst-case number of pages an append writes to (each may need a new page)."""
         n = len(token_ids) + num_lookahead_slots
         first_chunk = self.block_size - self.num_full_slots % self.block_size

@@ -15,7 +15,8 @@ processes only under the same ``PYTHONHASHSEED``.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 # vLLM uses the *string* 'None' (prefix_caching_block.py:75, :977) so that the sentinel is not the
 # constant hash(None) of Python >= 3.12.

@@ -18,12 +18,13 @@ Two vLLM leniencies are kept because callers rely on them: ``free`` of an unknow
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 from reference.blocks.errors import InvalidArgument, UnknownRequest
+from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.block import NullBlock
 from reference.blocks.v0.block_table import BlockTable, num_required_blocks
-from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.content_hash import first_page_parent, hash_hex
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.page_budget import PageBudget

@@ -13,7 +13,8 @@ why it exposes id-level helpers (:meth:`allocate_id`, :meth:`free_id`) next to t
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable, Optional
+from collections.abc import Iterable
+from typing import Optional
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks
 from reference.blocks.v0.block import Block, CopyOnWriteLog, RefCounter

@@ -23,8 +23,9 @@ as cached prefix for :meth:`find_cached_blocks_prefix`.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable
 from os.path import commonprefix
-from typing import Iterable, Optional, cast
+from typing import Optional, cast
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownBlock
 from reference.blocks.v0.block import Block, CopyOnWriteLog

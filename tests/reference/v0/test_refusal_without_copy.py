@@ -124,7 +124,7 @@ def test_the_budget_refuses_exactly_what_would_run_dry(data, bs, gpu, cpu, cachi
             group = data.draw(st.lists(st.sampled_from(running if kind == "swap_out" else swapped),
                                        min_size=1, max_size=3, unique=True))
             views = [SeqView(s, tokens[s], computed[s], False) for s in group]
-            call = (lambda m, views=views: m.swap_out(views)) if kind == "swap_out" else (  # noqa: E731
+            call = (lambda m, views=views: m.swap_out(views)) if kind == "swap_out" else (
                 lambda m, views=views: m.swap_in(views))
         elif kind == "fork" and running:
             parent = data.draw(st.sampled_from(running))
