@@ -412,19 +412,22 @@ V1_API_LOG: tuple[Change, ...] = (
         "v0.10.1 vllm/v1/request.py:41, 120-121; before: v0.9.2 vllm/v1/core/kv_cache_manager.py:112-114"),
     Change(
         "request_multimodal_args", "0.10.2", False,
-        "Request no longer requires multi_modal_inputs, multi_modal_hashes and multi_modal_placeholders.",
-        _FIRST_READ + ".",
-        "before: v0.9.2 vllm/v1/request.py:23-39"),
+        "Request no longer requires multimodal arguments (multi_modal_inputs, multi_modal_hashes and "
+        "multi_modal_placeholders; 0.10.1 renamed the first multi_modal_kwargs): one optional "
+        "mm_features list replaces them.",
+        "the V1 adapter passes None for whichever of them the installed Request requires.",
+        "v0.10.2 vllm/v1/request.py:34; before: v0.10.1 vllm/v1/request.py:29-31, "
+        "v0.9.2 vllm/v1/request.py:23-39"),
     Change(
         "hashing_module", "0.11.1", "vllm.utils.hashing",
         "sha256 and sha256_cbor move from vllm.utils to vllm.utils.hashing.",
         "vllm/utils was split into modules; " + _FIRST_READ + ".",
         "v0.11.1 vllm/utils/hashing.py"),
     Change(
-        "spec_use_mla", "0.11.1", False,
+        "spec_use_mla", "0.11.0", False,
         "FullAttentionSpec and SlidingWindowSpec no longer take use_mla (MLA has its own spec).",
-        _FIRST_READ + ".",
-        "v0.11.1 vllm/v1/kv_cache_interface.py"),
+        "MLAAttentionSpec arrives and carries what use_mla switched.",
+        "v0.11.0 vllm/v1/kv_cache_interface.py:58-61; before: v0.10.2 vllm/v1/kv_cache_interface.py:63"),
     Change(
         "manager_hash_block_size_arg", "0.12.0", True,
         "KVCacheManager requires hash_block_size (the block size the request hashes are computed at).",
@@ -481,21 +484,24 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "vLLM 0.8.x pins Triton 3.2 (with torch 2.6); " + _FIRST_READ + ".",
         "before: v0.8.5.post1 vllm/attention/ops/chunked_prefill_paged_decode.py:159"),
     Change(
-        "paged_2d_rocm_check_bound_at_import", "0.10.2", False,
+        "paged_2d_rocm_check_bound_at_import", "0.10.1", False,
         "chunked_prefill_paged_decode imports the ROCm check at call time instead of at module load "
         "(the module-level import exists from 0.8.3 through 0.10.0; 0.8.0-0.8.2 lack it).",
-        _FIRST_READ + ".",
-        "before: v0.9.2 vllm/attention/ops/chunked_prefill_paged_decode.py:14"),
+        "the check moved into the function with the attention-sinks change, which passes it sinks.",
+        "v0.10.1 vllm/attention/ops/chunked_prefill_paged_decode.py:298-299; before: "
+        "v0.10.0 vllm/attention/ops/chunked_prefill_paged_decode.py:14"),
     Change(
-        "unified_masks_tail", "0.11.1", True,
+        "unified_masks_tail", "0.11.0", True,
         "the unified attention kernels mask their K/V loads past the context (tile_mask).",
-        "unwritten slots may hold NaN, which reaches the output as 0 * NaN; " + _FIRST_READ + ".",
-        "v0.11.1 vllm/attention/ops/triton_unified_attention.py"),
+        "the kernels walk tiles of TILE_SIZE tokens instead of whole blocks, and a tile may run past "
+        "the context; unwritten slots may hold NaN, which would reach the output as 0 * NaN.",
+        "v0.11.0 vllm/attention/ops/triton_unified_attention.py:212, 229, 242; before: "
+        "v0.10.2 vllm/attention/ops/triton_unified_attention.py"),
     Change(
-        "cache_write_head_major", "0.11.1", False,
+        "cache_write_head_major", "0.11.0", False,
         "triton_reshape_and_cache_flash arrives and writes only the flash layout.",
-        _FIRST_READ + ".",
-        "v0.11.1 vllm/attention/ops/triton_reshape_and_cache_flash.py"),
+        "a Triton cache write for platforms without the CUDA op; v0.10.2 has no such module.",
+        "v0.11.0 vllm/attention/ops/triton_reshape_and_cache_flash.py:11, 90"),
     Change(
         "unified_split_k_args", "0.13.0", True,
         "unified_attention takes the split-K arguments (seq_threshold_3D, num_par_softmax_segments, "

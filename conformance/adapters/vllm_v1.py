@@ -22,15 +22,16 @@ Public API (used by the machines and the benchmarks): :meth:`VllmV1System.make_r
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 from unittest import mock
 
 from conformance.adapters.reference_v1 import LORAS, config_entropy
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
-from conformance.adapters.vllm_v1_api import cached_block_ids, detect
+from conformance.adapters.vllm_v1_api import cached_block_ids, detect, request_filler_args
 from conformance.versions import installed_v1
 from reference.blocks.v1.hashing import hash_text
 
@@ -70,15 +71,21 @@ class VllmV1System:
         self.max_model_len = config["max_model_len"]
         self._import_vllm()
         self.hash_fn_name = config.get("hash_fn", "sha256")
+        seed = (config.get("pythonhashseed"), config_entropy(config))
+        # 0.10.0's manager seeds NONE_HASH itself, in its constructor (init_none_hash(caching_hash_fn),
+        # v0.10.0 vllm/v1/core/kv_cache_manager.py:87-90), so it is built in the seeded environment.
+        manager_seeds = self.api.manager_hashes_blocks and self.api.none_hash_init_function
         if self.api.manager_hashes_blocks:
             self.hash_fn = None  # the manager picks it from caching_hash_algo
-            self._set_import_time_none_hash(config.get("pythonhashseed"), config_entropy(config))
+            if not manager_seeds:
+                self._set_import_time_none_hash(*seed)
         else:
-            self.hash_fn = self.hashing.sha256 if self.hash_fn_name == "sha256" else self.hashing.sha256_cbor
-            with _seeded_environment(config.get("pythonhashseed"), config_entropy(config)):
+            self.hash_fn = self._hash_function(self.hash_fn_name)
+            with _seeded_environment(*seed):
                 self.kv_utils.init_none_hash(self.hash_fn)
+        with _seeded_environment(*seed) if manager_seeds else nullcontext():
+            self.manager = self._build_manager()
         self.none_hash = self.kv_utils.NONE_HASH
-        self.manager = self._build_manager()
         self.requests: dict[str, Any] = {}
         self.pending_hits: dict[str, tuple[Any, int, int]] = {}  # req -> (KVCacheBlocks, length, stamp)
         self.stamp = 0
@@ -106,6 +113,20 @@ class VllmV1System:
         )
         self.KVCacheManager, self.KVCacheConfig, self.KVCacheGroupSpec = KVCacheManager, KVCacheConfig, KVCacheGroupSpec
         self.FullAttentionSpec, self.SlidingWindowSpec = FullAttentionSpec, SlidingWindowSpec
+        self._request_parameters = set(inspect.signature(Request.__init__).parameters)
+
+    def _hash_function(self, name: str):
+        """vLLM's block hash function of that name, as the request's block hasher is given it.
+
+        ``builtin`` is Python's ``hash`` (offered before 0.10.2, v0.10.1 vllm/config/cache.py:27);
+        the others are functions of the installed hashing module (ints before 0.10.2, bytes after).
+        """
+        if name == "builtin":
+            return hash
+        function = getattr(self.hashing, name, None)
+        if function is None:
+            raise NotApplicable(f"vLLM {self.version} has no {name} block hash in {self.api.hashing_module}")
+        return function
 
     def _set_import_time_none_hash(self, pythonhashseed: str | None, entropy: bytes) -> None:
         """NONE_HASH as kv_cache_utils' import-time statement computes it, for this config.
@@ -165,16 +186,13 @@ class VllmV1System:
         params = self.SamplingParams(max_tokens=17)
         kwargs: dict[str, Any] = dict(request_id=request_id, prompt_token_ids=tokens, sampling_params=params,
                                       lora_request=lora_request)
-        if self.api.request_pooling_and_salt_args:
-            kwargs.update(pooling_params=None, cache_salt=salt)
+        kwargs.update(request_filler_args(self.Request))
+        if "cache_salt" in self._request_parameters:
+            kwargs["cache_salt"] = salt
         elif salt is not None:
             raise NotApplicable(f"vLLM {self.version}'s requests carry no cache salt")
-        else:
-            kwargs["arrival_time"] = 0.0
         if not self.api.manager_hashes_blocks:
             kwargs["block_hasher"] = self.kv_utils.get_request_block_hasher(self.block_size, self.hash_fn)
-        if self.api.request_multimodal_args:
-            kwargs.update(multi_modal_inputs=None, multi_modal_hashes=None, multi_modal_placeholders=None)
         if self.api.request_eos_argument:
             kwargs["eos_token_id"] = 100
         else:

@@ -37,6 +37,29 @@ def _required(function) -> set[str]:
         return set()
 
 
+def multimodal_request_args(request_cls) -> tuple[str, ...]:
+    """The multimodal parameters ``Request.__init__`` requires (the caller passes None for each).
+
+    Their names moved: ``multi_modal_inputs`` (0.9.2, 0.10.0), ``multi_modal_kwargs`` (0.10.1,
+    v0.10.1 vllm/v1/request.py:29-31); 0.10.2 requires none of them.
+    """
+    return tuple(sorted(n for n in _required(request_cls.__init__) if n.startswith("multi_modal_")))
+
+
+def request_filler_args(request_cls) -> dict[str, Any]:
+    """The arguments a text-only ``Request`` needs besides its id, tokens, sampling parameters,
+    LoRA and salt, read from the installed signature: None for each required multimodal argument,
+    ``pooling_params=None`` where it is a parameter (0.9.2 on), ``arrival_time=0.0`` where it is
+    required (0.8.5.post1 and 0.9.0 require it, v0.9.0 vllm/v1/request.py:31; 0.9.1 has none,
+    v0.9.1 vllm/v1/request.py:30-31; 0.9.2 on give it a default)."""
+    filler: dict[str, Any] = dict.fromkeys(multimodal_request_args(request_cls), None)
+    if "pooling_params" in _parameters(request_cls.__init__):
+        filler["pooling_params"] = None
+    if "arrival_time" in _required(request_cls.__init__):
+        filler["arrival_time"] = 0.0
+    return filler
+
+
 def _field_names(cls) -> set[str]:
     if dataclasses.is_dataclass(cls):
         return {f.name for f in dataclasses.fields(cls)}
@@ -81,7 +104,7 @@ def detect(logged: V1Api) -> V1Api:
         evict_blocks_method=hasattr(KVCacheManager, "evict_blocks"),
         manager_hashes_blocks="caching_hash_algo" in init,
         none_hash_init_function=hasattr(kv_cache_utils, "init_none_hash"),
-        request_multimodal_args="multi_modal_inputs" in _required(Request.__init__),
+        request_multimodal_args=bool(multimodal_request_args(Request)),
         manager_has_coordinator=has_coordinator,
         kv_config_tensors_dict="tensors" in config_fields and "kv_cache_tensors" not in config_fields,
         request_pooling_and_salt_args="cache_salt" in request,

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from conformance.adapters.vllm_v1_api import cached_block_ids
+from conformance.adapters.vllm_v1_api import cached_block_ids, multimodal_request_args
 from conformance.versions import HarnessError
 
 
@@ -50,3 +50,36 @@ def test_an_unknown_shape_is_a_harness_error_naming_what_it_found():
         cached_block_ids(odd)
     with pytest.raises(HarnessError, match="without a dict"):
         cached_block_ids(types.SimpleNamespace(_cache=[1, 2]))
+
+
+class Request092:
+    """0.9.2 and 0.10.0's Request: three required multimodal arguments (v0.9.2 vllm/v1/request.py:23-39)."""
+
+    def __init__(self, request_id, prompt_token_ids, multi_modal_inputs, multi_modal_hashes,
+                 multi_modal_placeholders, sampling_params, eos_token_id, lora_request=None):
+        pass
+
+
+class Request0101:
+    """0.10.1's: the first renamed multi_modal_kwargs (v0.10.1 vllm/v1/request.py:29-31)."""
+
+    def __init__(self, request_id, prompt_token_ids, multi_modal_kwargs, multi_modal_hashes,
+                 multi_modal_placeholders, sampling_params, eos_token_id, block_hasher=None):
+        pass
+
+
+class Request0102:
+    """0.10.2's: one optional mm_features list (v0.10.2 vllm/v1/request.py:34)."""
+
+    def __init__(self, request_id, prompt_token_ids, sampling_params, eos_token_id, mm_features=None):
+        pass
+
+
+def test_the_multimodal_arguments_a_request_requires_are_read_by_name():
+    """Catches: the adapter passing 0.9.2's multi_modal_inputs to 0.10.1's Request, which requires
+    multi_modal_kwargs instead (a TypeError on every request), or passing any to 0.10.2's."""
+    assert multimodal_request_args(Request092) == (
+        "multi_modal_hashes", "multi_modal_inputs", "multi_modal_placeholders")
+    assert multimodal_request_args(Request0101) == (
+        "multi_modal_hashes", "multi_modal_kwargs", "multi_modal_placeholders")
+    assert multimodal_request_args(Request0102) == ()
