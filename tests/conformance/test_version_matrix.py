@@ -129,3 +129,13 @@ def test_isolation_runs_only_the_properties_asked_for(vm, tmp_path):
     report = vm.run_isolated(str(fake), dict(os.environ), options, ["c.fine", "b.crash"], out)
     assert [p["name"] for p in report["properties"]] == ["c.fine", "b.crash"]
     assert report["summary"] == {"passed": 1, "failed": 1, "not_applicable": 0}
+
+
+def test_a_package_installed_from_a_wheel_file_is_recorded_by_name_and_version(vm):
+    """Catches: vLLM 0.34.0, installed --no-deps from its downloaded wheel because the index lacks a
+    pinned requirement, recorded as 'vllm @ file:///...' and so missing from the entry's installed
+    vllm/torch/triton lines."""
+    line = ("vllm @ file:///c/envs/matrix-vllm-0.34.0/vllm-wheel/vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+            "#sha256=79ca4b")
+    assert vm.from_wheel_file(line) == "vllm==0.34.0 (wheel sha256 79ca4b)"
+    assert vm.from_wheel_file("torch==2.14.0") == "torch==2.14.0"
