@@ -38,8 +38,9 @@ GROUPS = (
     ("V1 manager", "V1", lambda n: n.startswith("v1.")),
     ("V0 manager", "V0", lambda n: n.startswith("v0.")),
     ("Trace corpus", "Corpus", lambda n: n.startswith("traces.")),
-    ("Triton kernels", "Triton", lambda n: n.startswith("kernel.") and not n.startswith("kernel.cuda.")),
+    ("Triton kernels", "Triton", lambda n: n.startswith("kernel.") and n.count(".") == 1),
     ("CUDA kernels", "CUDA", lambda n: n.startswith("kernel.cuda.")),
+    ("CPU-build kernels", "CPU", lambda n: n.startswith("kernel.cpu.")),
     ("Other", "Other", lambda n: True),
 )
 # Marks: Material Design icon name (as mkdocs-material ships it), colour, meaning.

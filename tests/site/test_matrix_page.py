@@ -42,19 +42,21 @@ def marks(cell: str) -> list[str]:
 
 ALL = {"v1.lifecycle": "passed", "v1.sliding_window": "failed", "v0.lifecycle": "not_applicable",
        "v0.prefix_caching": "not_applicable", "traces.corpus": "passed", "kernel.unified_attention": "passed",
-       "kernel.cuda.reshape_and_cache": "not_applicable", "kernel.cuda.paged_attention_v1": "not_applicable"}
+       "kernel.cuda.reshape_and_cache": "not_applicable", "kernel.cuda.paged_attention_v1": "not_applicable",
+       "kernel.cpu.copy_blocks": "not_applicable"}
 
 
 def test_releases_in_order_with_groups_most_informative_first(tmp_path: Path) -> None:
     """Catches: releases sorted as strings (0.9 after 0.33), the CUDA kernels (never run on a CPU)
-    before the block managers, or a release's marks in another order than the legend says."""
+    before the block managers, the CPU build's kernels counted as Triton kernels, or a release's
+    marks in another order than the legend says."""
     path = write(tmp_path, {"0.33.0": entry("0.33.0", ALL),
                             "0.9.2": entry("0.9.2", {"v1.lifecycle": "not_applicable"}, policy=None)})
     releases = read_matrix(path)
     assert list(releases) == ["0.9.2", "0.33.0"]
     md = matrix_markdown(releases, [])
     header = next(line for line in md.splitlines() if line.startswith("| Release"))
-    assert header == "| Release | V1 | V0 | Corpus | Triton | CUDA | Run | Changed here |"
+    assert header == "| Release | V1 | V0 | Corpus | Triton | CUDA | CPU | Run | Changed here |"
     old, new = rows(md)
     cells = [c.strip() for c in new.split(" | ")]
     assert marks(cells[1]) == ["v1.lifecycle: passed", "v1.sliding_window: failed"]
@@ -72,7 +74,7 @@ def test_a_group_a_release_lacks_is_one_mark(tmp_path: Path) -> None:
     assert marks(cells[2]) == ["not applicable: v0.lifecycle, v0.prefix_caching"]
     assert marks(cells[5]) == ["not applicable: kernel.cuda.paged_attention_v1, kernel.cuda.reshape_and_cache"]
     lacking = [line for line in md.splitlines() if "not applicable |" in line and line.startswith("| `")]
-    assert len(lacking) == 4  # each property's detail differs here; shared details are one row
+    assert len(lacking) == 5  # each property's detail differs here; shared details are one row
     same = {n: {"status": "not_applicable", "detail": "no V0 here"} for n in ("v0.lifecycle", "v0.prefix_caching")}
     md = matrix_markdown({"0.33.0": {**entry("0.33.0", {"v1.lifecycle": "passed"}), "properties": {
         "v1.lifecycle": {"status": "passed"}, **same}}}, [])
