@@ -181,6 +181,24 @@ def merge(partials: list[Path], base: Path) -> dict:
     return matrix
 
 
+def coverage(partials: list[Path]) -> list[str]:
+    """What a set of shard files leaves out: shards of the plan with no file, and releases a
+    shard was to run that its file has no entry for (its run stopped). Empty when complete."""
+    plans = [(path, read(path)) for path in partials]
+    shards = [(path, m["shard"], m["releases"]) for path, m in plans if isinstance(m.get("shard"), dict)]
+    problems = []
+    for count in sorted({s["count"] for _, s, _ in shards}):
+        have = {s["index"] for _, s, _ in shards if s["count"] == count}
+        absent = sorted(set(range(1, count + 1)) - have)
+        if absent:
+            problems.append(f"no file for shard {', '.join(f'{k}/{count}' for k in absent)}")
+    for path, plan, releases in shards:
+        unrun = [r for r in plan.get("releases", []) if r not in releases]
+        if unrun:
+            problems.append(f"{path}: shard {plan['index']}/{plan['count']} has no entry for {', '.join(unrun)}")
+    return problems
+
+
 def project_state(root: Path) -> dict:
     """The project commit a run happens at: ``git rev-parse HEAD``, and whether the reference or
     the harness (``HARNESS_PATHS``) differs from it in the working tree (files changed or not

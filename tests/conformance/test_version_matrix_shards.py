@@ -280,3 +280,28 @@ def test_missing_lists_published_releases_without_a_measured_entry(vm, capsys, m
     assert capsys.readouterr().out.split() == ["0.6.3.post1", "0.9.0.1", "0.10.1.1", "0.20.2", "0.25.0", "0.34.0"]
     vm.main(["--missing", "0.10.0"])
     assert capsys.readouterr().out.split() == ["0.10.1.1", "0.20.2", "0.25.0", "0.34.0"]
+
+
+def test_a_merge_missing_a_shard_or_a_release_says_so(vm, tmp_path, capsys):
+    """Catches: a merge given three of four shard files (or a shard whose run stopped half way)
+    reporting success as if every release had been run."""
+    parts = []
+    for k in (1, 2, 4):
+        part = tmp_path / f"part-{k}.json"
+        vm.main(["--shard", f"{k}/4", "--out", str(part), *RELEASES], run=fake_run)
+        parts.append(part)
+    broken = json.loads(parts[0].read_text())
+    dropped = broken["shard"]["releases"][-1]
+    del broken["releases"][dropped]
+    parts[0].write_text(json.dumps(broken))
+    capsys.readouterr()
+    vm.main(["--merge", *map(str, parts)])
+    err = capsys.readouterr().err
+    assert "no file for shard 3/4" in err and f"shard 1/4 has no entry for {dropped}" in err
+    assert cm.coverage(parts[1:2]) == ["no file for shard 1/4, 3/4, 4/4"]
+    whole = []
+    for k in (1, 2):
+        part = tmp_path / f"whole-{k}.json"
+        vm.main(["--shard", f"{k}/2", "--out", str(part), *RELEASES], run=fake_run)
+        whole.append(part)
+    assert cm.coverage(whole) == []
