@@ -9,12 +9,14 @@ through ``logging`` then reaches the terminal (``python -m conformance run --ver
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
 from pathlib import Path
 
-_MARK = "_pastudy_vllm_log"
+#: Set on the handler this module installs, so a second call can tell it from vLLM's and torch's.
+HANDLER_MARK = "_pastudy_vllm_log"
 
 
 def to_file(path: Path) -> logging.Handler:
@@ -24,10 +26,14 @@ def to_file(path: Path) -> logging.Handler:
     Calling it again replaces the file.
     """
     os.environ["VLLM_CONFIGURE_LOGGING"] = "0"
+    # Importing torch sets up torch's own log handlers (torch._logging._init_logs), replacing any
+    # that are already there: import it first, so that the redirect below is the last word.
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, mode="w", encoding="utf-8")
-    setattr(handler, _MARK, True)
+    setattr(handler, HANDLER_MARK, True)
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
     level = logging.DEBUG if os.environ.get("VLLM_LOGGING_LEVEL") == "DEBUG" else logging.INFO
     # torch's loggers too: importing vLLM makes torch warn about vLLM's registrations
@@ -36,7 +42,7 @@ def to_file(path: Path) -> logging.Handler:
         logger = logging.getLogger(name)
         for old in list(logger.handlers):
             logger.removeHandler(old)
-            if getattr(old, _MARK, False):
+            if getattr(old, HANDLER_MARK, False):
                 old.close()
         logger.addHandler(handler)
         logger.setLevel(level if name == "vllm" else logging.WARNING)

@@ -32,6 +32,8 @@ def test_vllm_log_lines_go_to_the_file_not_the_terminal(tmp_path, capsys, restor
     stray = logging.StreamHandler()  # what vLLM's own configuration installs on its logger
     logging.getLogger("vllm").addHandler(stray)
     vllm_log.to_file(tmp_path / "vllm.log")
+    # torch, imported by to_file before it redirects, keeps no handler of its own that would print
+    assert all(getattr(h, vllm_log.HANDLER_MARK, False) for h in logging.getLogger("torch").handlers)
     logging.getLogger("vllm.v1.core.block_pool").info("Successfully reset prefix cache")
     logging.getLogger("torch._library.opaque_object").warning("register_opaque_type is deprecated")
     captured = capsys.readouterr()
