@@ -82,3 +82,21 @@ def test_the_report_says_which_release_a_version_is_driven_as(monkeypatch):
     assert result["driven_as"] == "0.33.0" and result["exact_release"] is False
     assert "0.33.1.dev12 is not in the measured matrix: driven as 0.33.0" in out.getvalue()
     assert result["target_note"] == "0.33.1.dev12 is not in the measured matrix: driven as 0.33.0"
+
+
+def test_a_divergence_on_a_version_driven_as_another_is_a_candidate_behaviour_change(monkeypatch):
+    """Catches: a dev build's divergence from the release it is driven as reported as a plain
+    failure of the reference (it is first of all a candidate behaviour change of that build), and
+    the same wording given to a divergence at a measured release."""
+    from tests.conformance.test_versions import ALL, fake_installed
+
+    diverged = Property("v1.x", "x", lambda n, s, p: Result(False, 1, 2, "/free_queue[0]: 1 != 2",
+                                                            {"failure": "divergence"}))
+    monkeypatch.setattr(report, "all_properties", _props(diverged))
+    fake_installed(monkeypatch, "0.34.1.dev3", ALL)
+    out = io.StringIO()
+    entry = report.run([], 1, 1, out=out)["properties"][0]
+    assert "candidate behaviour change" in entry["candidate_behaviour_change"]
+    assert "0.34.1.dev3 differs here from 0.34.0" in out.getvalue()
+    fake_installed(monkeypatch, "0.34.0", ALL)
+    assert "candidate_behaviour_change" not in report.run([], 1, 1, out=io.StringIO())["properties"][0]
