@@ -478,11 +478,13 @@ V0_API_LOG: tuple[Change, ...] = (
 
 KERNEL_API_LOG: tuple[Change, ...] = (
     Change(
-        "min_block_size", "0.9.2", 1,
+        "min_block_size", "0.9.0", 1,
         "the pinned Triton no longer asserts that both tl.dot operands have every dimension >= 16, "
         "so kernel_paged_attention_2d builds for block size 8.",
-        "vLLM 0.8.x pins Triton 3.2 (with torch 2.6); " + _FIRST_READ + ".",
-        "before: v0.8.5.post1 vllm/attention/ops/chunked_prefill_paged_decode.py:159"),
+        "vLLM 0.9.0 is the first release to pin torch 2.7.0, which brings Triton 3.3; 0.8.x pins "
+        "torch 2.6.0 and Triton 3.2.",
+        "v0.9.0 requirements/cuda.txt:9; before: v0.8.5.post1 requirements/cuda.txt:9, "
+        "v0.8.5.post1 vllm/attention/ops/chunked_prefill_paged_decode.py:159"),
     Change(
         "paged_2d_rocm_check_bound_at_import", "0.10.1", False,
         "chunked_prefill_paged_decode imports the ROCm check at call time instead of at module load "
@@ -566,7 +568,7 @@ NOT_FIELDS: tuple[NotAField, ...] = (
         "cached by several blocks, in insertion order, in a second map (_dup_ids).",
         "which block a lookup returns, what insert and pop do and what len counts are the same: both "
         "classes, driven by 3,000 random insert/pop sequences, answered alike at every step. The V1 "
-        "adapter reads the map's shape from its values (conformance/adapters/vllm_v1_api.py).",
+        "adapter reads the map's shape from its values (conformance/adapters/installed_api.py).",
         "v0.34.0 vllm/v1/core/block_pool.py:56-104; before: v0.33.0 vllm/v1/core/block_pool.py:58-128"),
     NotAField(
         "0.34.0", "out of scope",

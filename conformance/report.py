@@ -144,7 +144,7 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
     counts = {s: sum(p["status"] == s for p in report["properties"])
               for s in ("passed", "failed", "not_applicable")}
     report["summary"] = counts
-    api = sys.modules.get("conformance.adapters.vllm_v1_api")
+    api = sys.modules.get("conformance.adapters.installed_api")
     report["api_detected"] = api.differences_seen() if api is not None else {}
     if report["api_detected"]:
         shown = ", ".join(f"{k} ({v['change_log']!r} -> {v['installed_code']!r})" for k, v in report["api_detected"].items())

@@ -10,7 +10,7 @@ same categories; vLLM itself trusts its caller and does not check).
 
 vLLM is imported only when a system is built. How to call the installed release (constructor
 arguments, request construction, which methods exist) is read from the installed code where it
-can be (:mod:`conformance.adapters.vllm_v1_api`) and otherwise from the change log's record of the
+can be (:mod:`conformance.adapters.installed_api`) and otherwise from the change log's record of the
 release it is driven as (:class:`~conformance.release_api.V1Api`); the config's ``policy`` must
 name that release's policy.
 
@@ -31,7 +31,7 @@ from unittest import mock
 from conformance.adapters.reference_v1 import LORAS, config_entropy
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
-from conformance.adapters.vllm_v1_api import cached_block_ids, detect, request_filler_args
+from conformance.adapters.installed_api import cached_block_ids, detect, request_filler_args
 from conformance.versions import installed_v1
 from reference.blocks.v1.hashing import hash_text
 

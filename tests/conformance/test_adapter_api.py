@@ -46,7 +46,7 @@ def test_logged_v1_api_matches_the_installed_code_at_a_measured_release():
     page would state it); at a version driven as another release a difference is expected and is
     reported instead."""
     system = v1_system()
-    from conformance.adapters.vllm_v1_api import differences_seen
+    from conformance.adapters.installed_api import differences_seen
 
     assert hasattr(system.manager, "evict_blocks") == system.api.evict_blocks_method
     if versions.installed_target().exact:

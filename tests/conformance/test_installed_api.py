@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from conformance.adapters.vllm_v1_api import cached_block_ids, multimodal_request_args
+from conformance.adapters.installed_api import cached_block_ids, multimodal_request_args
 from conformance.versions import HarnessError
 
 
