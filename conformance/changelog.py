@@ -389,15 +389,19 @@ V1_API_LOG: tuple[Change, ...] = (
         "the coordinator is what lets one manager serve several KV-cache groups.",
         "v0.9.1 vllm/v1/core/kv_cache_coordinator.py; before: v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33"),
     Change(
-        "request_pooling_and_salt_args", "0.9.2", True,
-        "Request takes pooling_params and cache_salt, and arrival_time has a default.",
-        "pooling models and cache salts reach the request through its constructor; " + _FIRST_READ + ".",
-        "before: v0.8.5.post1 vllm/v1/request.py:20-32"),
+        "request_pooling_and_salt_args", "0.9.0", True,
+        "Request takes cache_salt. The arguments around it moved release by release, and the V1 "
+        "adapter reads them off the installed signature: arrival_time is required until 0.9.0, "
+        "absent in 0.9.1 and optional from 0.9.2, which also adds a required pooling_params.",
+        "cache salts reach the request through its constructor.",
+        "v0.9.0 vllm/v1/request.py:29, 32; v0.9.1 vllm/v1/request.py:28-33; "
+        "v0.9.2 vllm/v1/request.py:31, 34; before: v0.8.5.post1 vllm/v1/request.py:20-32"),
     Change(
-        "kv_config_tensors_dict", "0.9.2", False,
+        "kv_config_tensors_dict", "0.9.1", False,
         "KVCacheConfig takes kv_cache_tensors=[...] instead of tensors={...}.",
-        "one tensor may back several layers; " + _FIRST_READ + ".",
-        "before: v0.8.5.post1 vllm/v1/kv_cache_interface.py:142-166"),
+        "one tensor may back several layers (the groups of a hybrid model share tensors).",
+        "v0.9.1 vllm/v1/kv_cache_interface.py:186; before: v0.9.0 vllm/v1/kv_cache_interface.py:186, "
+        "v0.8.5.post1 vllm/v1/kv_cache_interface.py:142-166"),
     Change(
         "none_hash_init_function", "0.10.0", True,
         "kv_cache_utils.init_none_hash(hash_fn) sets NONE_HASH at manager construction instead of "
