@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from annotations import cite, citations, drift, upstream
+from annotations import cite, citations, drift
 from annotations.check import Checker, FileCoverage
 from annotations.model import (
     ANNOTATIONS_ROOT,
@@ -37,16 +37,17 @@ from annotations.model import (
     parse,
     stamp_text,
 )
+from upstream import fetch
 
 
 def _reader(checkout: Path | None) -> Reader:
-    return lambda version, path: upstream.read_file(version, path, checkout)
+    return lambda version, path: fetch.read_file(version, path, checkout)
 
 
 def _lister(checkout: Path | None):
     """Every file of a release: the sdist's listing, or the tag's tree in a checkout."""
     if checkout is None:
-        return upstream.release_files
+        return fetch.release_files
 
     def tree(version: str) -> list[str]:
         out = subprocess.run(
@@ -54,14 +55,14 @@ def _lister(checkout: Path | None):
             capture_output=True, text=True, check=False,
         )
         if out.returncode != 0:
-            raise upstream.UpstreamError(f"{checkout}: no tag v{version}: {out.stderr.strip()}")
+            raise fetch.UpstreamError(f"{checkout}: no tag v{version}: {out.stderr.strip()}")
         return out.stdout.split("\n")
 
     return tree
 
 
 def _commit(checkout: Path | None):
-    return lambda version: upstream.release_commit(version, checkout)
+    return lambda version: fetch.release_commit(version, checkout)
 
 
 def _annotation_targets(args: argparse.Namespace) -> list[Path]:
@@ -96,7 +97,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             continue
         fetched.add((af.version, af.upstream))
         try:
-            data = upstream.read_file(af.version, af.upstream, args.checkout)
+            data = fetch.read_file(af.version, af.upstream, args.checkout)
         except Exception as err:  # noqa: BLE001 (one failed file should not hide the others)
             print(f"FAIL {af.upstream} @ {af.version}: {err}")
             failures += 1
@@ -112,7 +113,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             failures += 1
             continue
         if args.checkout is not None and digest == af.sha256:
-            upstream.store_file(af.version, af.upstream, data)  # verified bytes: later checks run offline
+            fetch.store_file(af.version, af.upstream, data)  # verified bytes: later checks run offline
         source = f"checkout {args.checkout}" if args.checkout else "release sdist"
         print(f"fetched {af.upstream} @ {af.version} from {source}: {lines} lines, {verdict}")
     print(f"{len(fetched)} upstream files, {failures} failures")
@@ -158,7 +159,7 @@ def cmd_stamp(args: argparse.Namespace) -> int:
             text, cited = citations.stamp_inline(text, resolver)
             if cited:
                 changes.append(f"{cited} upstream citations")
-        except (AnnotationFormatError, ValueError, upstream.UpstreamError) as err:
+        except (AnnotationFormatError, ValueError, fetch.UpstreamError) as err:
             print(f"not stamped: {err}")
             status = 1
             continue
@@ -168,9 +169,17 @@ def cmd_stamp(args: argparse.Namespace) -> int:
     return status
 
 
+def conformance_properties() -> set[str]:
+    """The names a note's ``prop:`` may give: conformance's property registry. The command, not the
+    checker, reads it, so ``annotations.check`` imports no other room; imported on first use."""
+    from conformance.properties import property_names
+
+    return property_names()
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout),
-                      lister=_lister(args.checkout))
+                      lister=_lister(args.checkout), property_names=conformance_properties)
     report = checker.run([Path(f) for f in args.files] if args.files else None)
     for problem in report.problems:
         print(problem)
@@ -182,7 +191,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     checker = Checker(args.root, reader=_reader(args.checkout), release_commit=_commit(args.checkout),
-                      lister=_lister(args.checkout))
+                      lister=_lister(args.checkout), property_names=conformance_properties)
     report = checker.run(_annotation_targets(args))
     print(coverage_table(report.coverage))
     return 0
@@ -195,7 +204,7 @@ def cmd_cite(args: argparse.Namespace) -> int:
         af, note = cite.find_note(args.note, args.root, args.version)
         block = cite.quoted(af, note, reader)
         site = args.site_url or cite.site_url()
-    except (cite.CiteError, upstream.UpstreamError, AnnotationFormatError, OSError) as err:
+    except (cite.CiteError, fetch.UpstreamError, AnnotationFormatError, OSError) as err:
         print(f"cannot cite {args.note}: {err}", file=sys.stderr)
         return 2
     cited = cite.note_citation(af, note)
@@ -253,7 +262,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
             return 2
         reports = drift.follow(args.version, annotations, _reader(None), _lister(None), drift.sdist_record, repo,
                                progress=lambda line: print(f"  {line}", file=sys.stderr))
-    except (drift.DriftError, upstream.UpstreamError) as err:
+    except (drift.DriftError, fetch.UpstreamError) as err:
         print(f"drift: {err}", file=sys.stderr)
         return 2
     drift_root.mkdir(parents=True, exist_ok=True)

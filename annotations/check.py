@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from annotations import citations as upstream_citations
-from annotations import upstream
 from annotations.model import (
     ANNOTATIONS_ROOT,
     UNSTAMPED_HASH,
@@ -43,6 +42,7 @@ from annotations.model import (
 )
 from annotations.reach import CITING as REACH_CITING
 from annotations.reach import REQUIRED_FOR as REACH_REQUIRED_FOR
+from upstream import fetch
 
 RefResolver = Callable[[str], "str | None"]  # dotted path -> error message, or None when it resolves
 
@@ -128,13 +128,6 @@ def resolve_ref(dotted: str) -> str | None:
     return f"no module of {dotted!r} can be imported"
 
 
-def registered_properties() -> set[str]:
-    """The conformance registry's property names (imported lazily: it is another package)."""
-    from conformance.properties import property_names
-
-    return property_names()
-
-
 def _spans(numbers: Iterable[int], lines: list[bytes]) -> list[tuple[int, int]]:
     """Group line numbers into ranges, bridging blank lines (they never need covering)."""
     spans: list[tuple[int, int]] = []
@@ -160,6 +153,9 @@ class Checker:
 
     The reader, the ref resolver and the property registry are injected so that tests can run
     the checker on small synthetic upstream files with no network and no conformance package.
+    ``property_names`` lists the names a note's ``prop:`` may give; the checker imports no
+    registry itself (``python -m annotations check`` passes conformance's), and without one every
+    ``prop:`` link is reported as unchecked.
     """
 
     def __init__(
@@ -167,13 +163,13 @@ class Checker:
         root: Path = ANNOTATIONS_ROOT,
         reader: Reader | None = None,
         ref_resolver: RefResolver = resolve_ref,
-        property_names: Callable[[], set[str]] = registered_properties,
+        property_names: Callable[[], set[str]] | None = None,
         release_commit: Callable[[str], str] | None = None,
         lister: upstream_citations.Lister | None = None,
         repo: Path | None = None,
     ) -> None:
         self.root = Path(root)
-        self.reader: Reader = reader or (lambda version, path: upstream.read_file(version, path))
+        self.reader: Reader = reader or (lambda version, path: fetch.read_file(version, path))
         self.release_commit = release_commit or self._commit_from_reader
         self.ref_resolver = ref_resolver
         self.property_names = property_names
@@ -182,7 +178,7 @@ class Checker:
             self.root.parent if self.root.resolve() == ANNOTATIONS_ROOT.resolve() else None
         )
         if lister is None and reader is None:
-            lister = upstream.release_files
+            lister = fetch.release_files
         self.resolver = upstream_citations.Resolver(self.reader, lister)
         self._parsed: dict[Path, AnnotationFile | AnnotationFormatError] = {}
         self._props: set[str] | None = None
@@ -200,11 +196,15 @@ class Checker:
         return self._parsed[path]
 
     def _props_known(self) -> set[str]:
-        if self._props is None:
-            try:
-                self._props = set(self.property_names())
-            except Exception as err:  # noqa: BLE001 (a broken registry makes every prop dead)
-                self._props, self._props_error = set(), f"the property registry failed: {type(err).__name__}: {err}"
+        if self._props is not None:
+            return self._props
+        if self.property_names is None:
+            self._props, self._props_error = set(), "no property registry was given to the checker"
+            return self._props
+        try:
+            self._props = set(self.property_names())
+        except Exception as err:  # noqa: BLE001 (a broken registry makes every prop dead)
+            self._props, self._props_error = set(), f"the property registry failed: {type(err).__name__}: {err}"
         return self._props
 
     def _commit_from_reader(self, version: str) -> str:

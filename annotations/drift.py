@@ -3,7 +3,7 @@
 A note is written for exact lines of a pinned release. When vLLM publishes a later release, a
 student reading today's code needs to know which notes still describe what they see. This module
 aligns each annotated file with the same path in the later release's sdist (both fetched by name
-and version and verified against the index's sha256, ``annotations.upstream``) and classifies
+and version and verified against the index's sha256, ``upstream.fetch``) and classifies
 every note.
 
 The alignment is ``difflib.SequenceMatcher`` over the exact line bytes of the two files (no junk
@@ -426,9 +426,9 @@ SdistOf = Callable[[str], dict[str, str]]  # version -> {"file": archive name, "
 
 def sdist_record(version: str) -> dict[str, str]:
     """The verified record of vLLM ``version``'s sdist (fetched by name and version if not cached)."""
-    from annotations import upstream
+    from upstream import fetch
 
-    found = upstream.sdist(version)
+    found = fetch.sdist(version)
     return {"file": found.filename, "sha256": found.sha256}
 
 

@@ -1,6 +1,6 @@
 """vLLM v0.10.2's ``csrc/`` (the CUDA kernel sources the launcher includes), from the pinned sdist.
 
-The sdist is fetched and sha256-verified by ``annotations.upstream`` (cached outside the clone);
+The sdist is fetched and sha256-verified by ``upstream.fetch`` (cached outside the clone);
 its ``csrc/`` is unpacked once into the cache, under a folder named by the sdist's digest, so that
 the same bytes always sit at the same path with the same modification times (a rebuild is keyed
 by content, see ``build.py``). Nothing here is committed: the path is printed, not stored.
@@ -60,10 +60,10 @@ def unpack(archive: Path, dest_root: Path, version: str = VERSION) -> Path:
 
 def pinned_csrc(dest_root: Path | None = None) -> Path:
     """The pinned release's ``csrc/``: $PASTUDY_VLLM_CSRC if set, else unpacked from the
-    verified sdist (fetched through ``annotations.upstream`` when not cached yet)."""
+    verified sdist (fetched through ``upstream.fetch`` when not cached yet)."""
     given = os.environ.get("PASTUDY_VLLM_CSRC")
     if given:
         return check_csrc(Path(given))
-    from annotations.upstream import sdist_path
+    from upstream.fetch import sdist_path
 
     return unpack(sdist_path(VERSION), dest_root or cache_root() / "gpu-build")

@@ -1,7 +1,7 @@
 """MkDocs hook: one generated page per annotated upstream file.
 
 The pages do not exist in ``docs/``. At build time this hook parses ``annotations/``, fetches the
-pinned upstream bytes (``annotations.upstream.read_file``, verified against each header's sha256),
+pinned upstream bytes (``upstream.fetch.read_file``, verified against each header's sha256),
 adds one virtual page per file (``sources/v0.10.2/vllm/core/block_manager.py/``), puts them in the
 navigation under "Annotated sources", and finally replaces each page's placeholder with the
 annotated code. Note bodies are rendered with the site's own Markdown configuration.
@@ -29,7 +29,7 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 
-from annotations import drift, model, upstream
+from annotations import drift, model
 from annotations.model import AnnotationFile
 
 from docs.hooks import drift_view
@@ -38,6 +38,7 @@ from docs.hooks.compare_page import compare_src_uri
 from docs.hooks.reach_badge import legend_html, note_badge_html
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
+from upstream import fetch
 
 log = logging.getLogger("mkdocs.hooks.annotated_sources")
 
@@ -75,7 +76,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Load and verify every annotation, and add the generated pages to the navigation."""
     global _sources, _drift_reports
     try:
-        _sources = SourceSet.load(model.ANNOTATIONS_ROOT, upstream.read_file)
+        _sources = SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file)
         _drift_reports = drift_view.load_reports(model.ANNOTATIONS_ROOT / "drift")
     except (AnnotatedSourceError, drift.DriftError) as err:
         raise PluginError(str(err)) from None
@@ -220,7 +221,7 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
     links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached())
-    page_drift = drift_view.page_drift(_drift_reports, ann, entry.data, upstream.read_file, model.ANNOTATIONS_ROOT.parent)
+    page_drift = drift_view.page_drift(_drift_reports, ann, entry.data, fetch.read_file, model.ANNOTATIONS_ROOT.parent)
     if page_drift is not None and page_drift.problem:
         log.warning("%s: drift lines not shown: %s", ann.path, page_drift.problem)
     code = render_source(ann, entry.data, _render_bodies(entry, page, config, links, page_drift), links, config.site_url)

@@ -285,10 +285,10 @@ def measured_releases(bugs: list[Bug]) -> list[str]:
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Read the folder, check the citations of the lines at fault, list the pages in the navigation."""
     global _bugs
-    from annotations import upstream
+    from upstream import fetch
 
     _bugs = load()
-    resolver = Resolver(upstream.read_file)
+    resolver = Resolver(fetch.read_file)
     for bug in _bugs:
         texts = [item.get("cite", "") for item in (bug.facts or {}).get("at_fault", [])]
         texts.append((bug.facts or {}).get("serving", ""))

@@ -26,7 +26,7 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 
-from annotations import model, upstream
+from annotations import model
 from docs.hooks.code_lines import highlight_lines
 from docs.hooks.compare_page import Pair, Side, compare_src_uri, section_html
 from docs.hooks.reference_index import REPO, ReferenceIndex, Target, source_src_uri
@@ -34,6 +34,7 @@ from docs.hooks.reference_page import Cite, anchor_ids, owner_anchor, render_mod
 from docs.hooks.source_page import AnnotatedSourceError, page_src_uri
 from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
 from docs.hooks.sphinx_roles import convert_roles
+from upstream import fetch
 
 log = logging.getLogger("mkdocs.hooks.reference_sources")
 
@@ -122,7 +123,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Parse the reference and the annotations, and list the module pages under "Reference"."""
     global _site
     try:
-        sources = SourceSet.load(model.ANNOTATIONS_ROOT, upstream.read_file)
+        sources = SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file)
     except AnnotatedSourceError as err:
         raise PluginError(str(err)) from None
     _site = Site(ReferenceIndex.cached(), sources)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from annotations.check import Checker
 from annotations.model import range_hash, upstream_lines
-from annotations.upstream import UpstreamError
+from upstream.fetch import UpstreamError
 
 VERSION = "9.9.9"
 COMMIT = "abcdef123"

@@ -124,6 +124,14 @@ def test_broken_property_registry_is_reported_not_raised(toy):
     assert any("dead prop toy.prop: the property registry failed: ImportError" in m for m in messages), messages
 
 
+def test_prop_link_without_a_registry_is_reported_not_passed(toy):
+    """Catches: a checker given no property registry passing every ``prop:`` link unchecked (the
+    checker imports no registry itself; the command passes conformance's)."""
+    toy.write(_toy_notes(**{"ring.init": NoteSpec("ring.init", 6, 9, links=("prop: toy.prop",))}))
+    messages = _messages(toy.checker(property_names=None).run())
+    assert any("dead prop toy.prop: no property registry was given to the checker" in m for m in messages), messages
+
+
 def test_dead_see_is_reported_for_missing_file_and_missing_note(toy):
     """Catches: see links to an annotation file or a note id that does not exist."""
     other = toy.write(where=f"v{VERSION}/toy/other.py.md", text=toy.text(upstream=UPSTREAM))

@@ -20,7 +20,7 @@ def _placeholder_notes() -> list[NoteSpec]:
 @pytest.fixture
 def offline(monkeypatch, toy):
     """Serve the toy release to the command line instead of the real upstream module."""
-    monkeypatch.setattr(cli.upstream, "read_file", lambda version, path, checkout=None: toy.reader(version, path))
+    monkeypatch.setattr(cli.fetch, "read_file", lambda version, path, checkout=None: toy.reader(version, path))
     return toy
 
 
@@ -70,6 +70,16 @@ def test_cli_stamp_then_check_passes_and_failed_stamp_leaves_file(offline, capsy
     assert broken.read_text() == before
 
 
+def test_cli_check_reads_the_conformance_property_registry(offline, capsys):
+    """Catches: the check command building its checker without conformance's property registry
+    (the checker imports none itself), so a registered ``prop:`` reads as dead or a dead one passes."""
+    offline.write([NoteSpec(*n, links=("prop: v1.lifecycle", "prop: toy.missing")) if n[0] == "ring.peek"
+                   else NoteSpec(*n) for n in TOY_NOTES])
+    assert cli.main(["check", "--root", str(offline.root)]) == 1
+    out = capsys.readouterr().out
+    assert "dead prop toy.missing: not a registered conformance property" in out and "1 problems" in out, out
+
+
 def test_cli_check_fails_with_problem_lines(offline, capsys):
     """Catches: the check command exiting 0 or printing no location when a note drifted."""
     offline.write([NoteSpec(*n, hash="0" * 12) if n[0] == "ring.peek" else NoteSpec(*n) for n in TOY_NOTES])
@@ -107,17 +117,17 @@ def test_cli_fetch_from_a_checkout_verifies_and_caches(toy, tmp_path, monkeypatc
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "toy"], ["tag", f"v{VERSION}"]):
         subprocess.run(git + args, check=True, capture_output=True)
-    monkeypatch.setattr(cli.upstream, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(cli.fetch, "CACHE", tmp_path / "cache")
     tag_commit = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True).stdout.decode()
     toy.write(commit=tag_commit[:9])
     assert cli.main(["fetch", "--root", str(toy.root), "--checkout", str(repo)]) == 0
     assert f"fetched {UPSTREAM} @ {VERSION} from checkout" in capsys.readouterr().out
     assert cli.main(["check", "--root", str(toy.root), "--checkout", str(repo)]) == 0
     assert "annotations check: ok" in capsys.readouterr().out
-    assert cli.upstream.cached_file(VERSION, UPSTREAM).read_bytes() == TOY_SOURCE
-    cli.upstream.cached_file(VERSION, UPSTREAM).unlink()
+    assert cli.fetch.cached_file(VERSION, UPSTREAM).read_bytes() == TOY_SOURCE
+    cli.fetch.cached_file(VERSION, UPSTREAM).unlink()
     (repo / UPSTREAM).write_bytes(TOY_SOURCE + b"# later\n")
     subprocess.run(git + ["commit", "-q", "-am", "later"], check=True, capture_output=True)
     subprocess.run(git + ["tag", "-f", f"v{VERSION}"], check=True, capture_output=True)
     assert cli.main(["fetch", "--root", str(toy.root), "--checkout", str(repo)]) == 1
-    assert not cli.upstream.cached_file(VERSION, UPSTREAM).exists()
+    assert not cli.fetch.cached_file(VERSION, UPSTREAM).exists()

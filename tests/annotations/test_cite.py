@@ -143,7 +143,7 @@ def test_quoted_refuses_other_bytes_and_stale_notes(toy):
 
 @pytest.fixture
 def offline(monkeypatch, toy):
-    monkeypatch.setattr(cli.upstream, "read_file", lambda version, path, checkout=None: toy.reader(version, path))
+    monkeypatch.setattr(cli.fetch, "read_file", lambda version, path, checkout=None: toy.reader(version, path))
     return toy
 
 

@@ -174,8 +174,8 @@ def test_cli_writes_the_report_and_check_passes_then_fails(toy, monkeypatch, cap
     """Catches: the command writing nothing or the wrong file, or --check exiting 0 on a stale report."""
     toy.write()
     toy.files[(LATER, UPSTREAM)] = _edit(insert_after={3: b"import itertools\n"})
-    monkeypatch.setattr(cli.upstream, "read_file", lambda version, path, checkout=None: toy.reader(version, path))
-    monkeypatch.setattr(cli.upstream, "release_files", lambda version: [UPSTREAM])
+    monkeypatch.setattr(cli.fetch, "read_file", lambda version, path, checkout=None: toy.reader(version, path))
+    monkeypatch.setattr(cli.fetch, "release_files", lambda version: [UPSTREAM])
     monkeypatch.setattr(cli.drift, "sdist_record", SDISTS.get)
     assert cli.main(["drift", LATER, "--root", str(toy.root)]) == 0
     out = capsys.readouterr().out

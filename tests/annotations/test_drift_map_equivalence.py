@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from annotations import upstream
+from upstream import fetch
 
 PATH = "vllm/v1/core/block_pool.py"
 
@@ -29,8 +29,8 @@ class _Block:
 
 def _map_class(version: str):
     try:
-        source = upstream.read_file(version, PATH).decode()
-    except upstream.UpstreamError as err:  # pragma: no cover - the check needs the release bytes
+        source = fetch.read_file(version, PATH).decode()
+    except fetch.UpstreamError as err:  # pragma: no cover - the check needs the release bytes
         pytest.fail(f"cannot fetch {PATH} at {version}: {err}")
     tree = ast.parse(source)
     node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BlockHashToBlockMap")

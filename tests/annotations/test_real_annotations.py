@@ -1,6 +1,6 @@
 """The committed annotation files pass the checker against the pinned upstream bytes.
 
-The bytes come from the cached, sha256-verified release sdists (``annotations.upstream``); the
+The bytes come from the cached, sha256-verified release sdists (``upstream.fetch``); the
 test skips, saying why, only when they cannot be obtained for lack of network.
 """
 
@@ -10,9 +10,10 @@ import urllib.error
 
 import pytest
 
-from annotations import upstream
 from annotations.check import Checker
 from annotations.model import ANNOTATIONS_ROOT, annotation_paths
+from conformance.properties import property_names
+from upstream import fetch
 
 FILES = annotation_paths(ANNOTATIONS_ROOT)
 MARKDOWN = sorted(ANNOTATIONS_ROOT.glob("*.md"))
@@ -20,7 +21,7 @@ MARKDOWN = sorted(ANNOTATIONS_ROOT.glob("*.md"))
 
 def _offline_reader(version: str, path: str) -> bytes:
     try:
-        return upstream.read_file(version, path)
+        return fetch.read_file(version, path)
     except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
         if isinstance(err, urllib.error.HTTPError):
             raise  # the index answered: not a network outage, so a real failure
@@ -29,7 +30,7 @@ def _offline_reader(version: str, path: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def checker() -> Checker:
-    return Checker(ANNOTATIONS_ROOT, reader=_offline_reader)
+    return Checker(ANNOTATIONS_ROOT, reader=_offline_reader, property_names=property_names)
 
 
 @pytest.mark.parametrize("path", FILES + MARKDOWN, ids=lambda p: str(p.relative_to(ANNOTATIONS_ROOT)))

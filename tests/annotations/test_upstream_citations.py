@@ -136,13 +136,13 @@ def test_python_citation_forms(text, expected):
 def test_real_repository_citations_resolve():
     """Catches: a dead, drifted or unrecorded upstream citation anywhere in docs/ or reference/ of
     this repository (the pinned sdists are read from the cache; skipped without them)."""
-    from annotations import upstream
+    from upstream import fetch
     from annotations.check import Checker
     from annotations.model import ANNOTATIONS_ROOT
 
     try:
-        upstream.release_files("0.10.2")
-        upstream.release_files("0.33.0")
+        fetch.release_files("0.10.2")
+        fetch.release_files("0.33.0")
     except Exception as err:  # noqa: BLE001 (no cache and no network)
         pytest.skip(f"the pinned sdists cannot be read: {err}")
     checker = Checker(ANNOTATIONS_ROOT)

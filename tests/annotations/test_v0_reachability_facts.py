@@ -14,7 +14,7 @@ import tarfile
 
 import pytest
 
-from annotations import upstream
+from upstream import fetch
 
 VERSION = "0.10.2"
 
@@ -22,7 +22,7 @@ VERSION = "0.10.2"
 @pytest.fixture(scope="module")
 def tree() -> dict[str, str]:
     try:
-        sdist = upstream.sdist_path(VERSION)
+        sdist = fetch.sdist_path(VERSION)
     except Exception as err:  # noqa: BLE001 (no cache and no network)
         pytest.skip(f"the vllm {VERSION} sdist cannot be read: {err}")
     prefix = f"vllm-{VERSION}/"

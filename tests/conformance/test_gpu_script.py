@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def csrc_dir() -> Path:
     """vLLM v0.10.2's csrc/: $PASTUDY_VLLM_CSRC, else unpacked (once, into the project's cache)
-    from the pinned, sha256-verified sdist that ``annotations.upstream`` fetches and caches."""
-    from annotations.upstream import UpstreamError
+    from the pinned, sha256-verified sdist that ``upstream.fetch`` fetches and caches."""
+    from upstream.fetch import UpstreamError
 
     try:
         return csrc.pinned_csrc()

@@ -2,7 +2,7 @@
 after other tests have fetched upstream sources. Nothing run before it may leave this process in
 a state where ``import setuptools`` fails.
 
-The order dependence issue 11 found: on an empty cache, ``annotations.upstream.index_url()`` (no
+The order dependence issue 11 found: on an empty cache, ``upstream.fetch.index_url()`` (no
 ``PIP_INDEX_URL``, no ``global.index-url`` in pip's configuration) imported ``pip`` in-process to
 read pip's default index. Importing ``pip`` on Python < 3.12 makes setuptools' distutils shim
 (``_distutils_hack``, installed by ``distutils-precedence.pth``) disable itself for the rest of
@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""
     import sys
-    from annotations import upstream
+    from upstream import fetch
 
-    url = upstream.index_url()
+    url = fetch.index_url()
     assert url.startswith(("http://", "https://")) and url.endswith("/"), url
     assert "pip" not in sys.modules, "index_url() imported pip into this process"
     import setuptools  # what torch.utils.cpp_extension imports; fails after an in-process pip

@@ -2,7 +2,7 @@
 
 Nothing here is vLLM code. The upstream file is a few lines of our own Python, the annotation
 files are written in the format of ``annotations/FORMAT.md``, and the reader that stands in for
-``annotations.upstream.read_file`` serves bytes from a dict, so the hooks can be tested without
+``upstream.fetch.read_file`` serves bytes from a dict, so the hooks can be tested without
 network, cache or vLLM.
 """
 
@@ -80,7 +80,7 @@ def annotation_text(upstream: str, version: str, data: bytes, notes: list[NoteSp
 
 @dataclass
 class FakeUpstream:
-    """A stand-in for ``annotations.upstream.read_file`` serving fixed bytes."""
+    """A stand-in for ``upstream.fetch.read_file`` serving fixed bytes."""
 
     files: dict[tuple[str, str], bytes]
 

@@ -723,7 +723,7 @@ def test_cite_control_copies_the_notes_markdown_on_desktop_and_phone(browser, ba
     390 px phone."""
     from annotations import cite
     from annotations.model import parse, range_hash, upstream_lines
-    from annotations.upstream import read_file
+    from upstream.fetch import read_file
 
     rel = annotated.removeprefix("sources/").rstrip("/")  # v0.10.2/vllm/core/block_manager.py
     af = parse(REPO / "annotations" / f"{rel}.md")

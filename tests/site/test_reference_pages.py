@@ -167,11 +167,12 @@ def test_every_ref_in_the_annotations_resolves_in_the_real_reference() -> None:
 
 def test_every_ref_is_cited_back_on_the_symbol_or_its_owner() -> None:
     """Catches: a reference symbol that a note re-implements without the note listed beside it."""
-    from annotations import model, upstream
+    from annotations import model
+    from upstream import fetch
     from docs.hooks.reference_sources import Site
     from docs.hooks.source_set import SourceSet
 
-    site = Site(ReferenceIndex.load(), SourceSet.load(model.ANNOTATIONS_ROOT, upstream.read_file))
+    site = Site(ReferenceIndex.load(), SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file))
     assert site.unresolved == []
     listed = {(entry.annotation.version, note.id, target.anchor)
               for cites in site.cited.values() for entry, note, target in cites}

@@ -16,7 +16,8 @@ from mkdocs.commands.build import build
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
-from annotations import model, upstream
+from annotations import model
+from upstream import fetch
 from tests.site.synthetic import HOOKS, annotation_text, write_annotation, UPSTREAM_PY
 
 HOOK = str(HOOKS / "annotated_sources.py")
@@ -45,7 +46,7 @@ def make_project(tmp_path: Path, theory_link: str = "") -> Path:
 
 def run_build(yml: Path, monkeypatch, root: Path, reader, properties=frozenset({"demo.prop"})) -> Path:
     monkeypatch.setattr(model, "ANNOTATIONS_ROOT", root)
-    monkeypatch.setattr(upstream, "read_file", reader)
+    monkeypatch.setattr(fetch, "read_file", reader)
     cfg = load_config(config_file=str(yml), strict=True)
     monkeypatch.setattr(cfg.plugins[HOOK], "_registered_properties", lambda: set(properties))
     build(cfg)
