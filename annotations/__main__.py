@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from annotations import cite, citations, drift
+from annotations import citations, cite, drift
 from annotations.check import Checker, FileCoverage
 from annotations.model import (
     ANNOTATIONS_ROOT,

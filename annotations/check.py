@@ -21,9 +21,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from annotations import citations as upstream_citations
 from annotations.model import (

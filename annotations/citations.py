@@ -28,9 +28,9 @@ stamp command fills; the checker reports it as unstamped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from annotations.model import UNSTAMPED_HASH, range_hash, upstream_lines
 

@@ -38,9 +38,9 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, Note, is_blank, range_hash, upstream_lines
 
@@ -119,7 +119,7 @@ class NoteDrift:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "NoteDrift":
+    def from_json(cls, data: dict) -> NoteDrift:
         if data.get("status") not in STATUSES:
             raise DriftError(f"note {data.get('id')!r}: status {data.get('status')!r} is not one of {', '.join(STATUSES)}")
         new = data.get("new") or [None, None]
@@ -172,7 +172,7 @@ class FileDrift:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "FileDrift":
+    def from_json(cls, data: dict) -> FileDrift:
         return cls(
             annotation=data["annotation"], upstream=data["upstream"], old_sha256=data["old_sha256"],
             new_sha256=data["new_sha256"], notes=tuple(NoteDrift.from_json(n) for n in data.get("notes", [])),
@@ -211,7 +211,7 @@ class DriftReport:
         return text + "\n"
 
     @classmethod
-    def from_json(cls, data: dict) -> "DriftReport":
+    def from_json(cls, data: dict) -> DriftReport:
         if data.get("schema") != SCHEMA:
             raise DriftError(f"drift report schema {data.get('schema')!r}, expected {SCHEMA}")
         return cls(data["from"], data["to"], data["sdists"], tuple(FileDrift.from_json(f) for f in data["files"]))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from annotations.reach import Reach, ReachError, parse_reach
 

@@ -33,7 +33,14 @@ from functools import partial
 from typing import Any
 
 from benchmarks.harness import (
-    Diverged, TraceResult, compare_books, format_table, json_trace_entries, measure, run_traces, timed_replay,
+    Diverged,
+    TraceResult,
+    compare_books,
+    format_table,
+    json_trace_entries,
+    measure,
+    run_traces,
+    timed_replay,
 )
 from benchmarks.traces import APPEND, FREE, OP_NAMES, PREEMPT, SCHEDULE, WORKLOADS, Trace, make_trace, reference_manager
 from conformance.changelog import policy_named

@@ -34,8 +34,26 @@ from typing import Any
 from benchmarks.harness import Diverged, TraceResult, format_table, json_trace_entries, run_traces
 from benchmarks.harness import measure as harness_measure
 from benchmarks.traces_v0 import (
-    ALLOCATE, APPEND_SLOTS, CACHED, CAN_ALLOCATE, CAN_APPEND, CAN_SWAP_IN, CAN_SWAP_OUT, COMMON, FORK,
-    FREE, MARK, OP_NAMES, SCHEDULED, STEP, SWAP_IN, SWAP_OUT, V0_SETTINGS, V0Trace, make_v0_trace, reference_manager,
+    ALLOCATE,
+    APPEND_SLOTS,
+    CACHED,
+    CAN_ALLOCATE,
+    CAN_APPEND,
+    CAN_SWAP_IN,
+    CAN_SWAP_OUT,
+    COMMON,
+    FORK,
+    FREE,
+    MARK,
+    OP_NAMES,
+    SCHEDULED,
+    STEP,
+    SWAP_IN,
+    SWAP_OUT,
+    V0_SETTINGS,
+    V0Trace,
+    make_v0_trace,
+    reference_manager,
 )
 from reference.blocks.v0 import SeqView
 
@@ -83,7 +101,7 @@ class ReferenceV0Side:
     def prepare(self, trace: V0Trace) -> _Sequences:
         return _Sequences(reference_manager(trace), trace)
 
-    def call(self, s: _Sequences, op: tuple):  # noqa: C901 - one line per op kind
+    def call(self, s: _Sequences, op: tuple):  # one line per op kind
         m, kind = s.manager, op[0]
         if kind == STEP:
             _, sid, n, token = op
@@ -170,7 +188,7 @@ class VllmV0Side:
     def prepare(self, trace: V0Trace) -> _VllmSequences:
         return _VllmSequences(self._system_class(trace.config), trace)
 
-    def call(self, v: _VllmSequences, op: tuple):  # noqa: C901 - one line per op kind
+    def call(self, v: _VllmSequences, op: tuple):  # one line per op kind
         bm, kind, S = v.bm, op[0], v.status
         if kind == STEP:
             _, sid, n, token = op

@@ -18,11 +18,10 @@ block manager, and wastes at most one partly filled block per request.
 
 from __future__ import annotations
 
+from benchmarks.workload import Request
 from conformance.changelog import v1_policy_at
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.specs import FullAttention
-
-from benchmarks.workload import Request
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_33_0 = v1_policy_at("0.33.0")

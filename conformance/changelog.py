@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cache
 
 from conformance.release_api import KernelApi, Mechanisms, V0Api, V1Api
 from reference.blocks.policies import V0Policy, V1Policy
@@ -644,13 +644,13 @@ def _values_at(record: type, release: str) -> dict[str, object]:
     return values
 
 
-@lru_cache(maxsize=None)
+@cache
 def v1_policy_at(release: str) -> V1Policy:
     """The V1 policy of a release, computed from the log; named ``v<release>``."""
     return V1Policy(name=f"v{release}", **_values_at(V1Policy, release))  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=None)
+@cache
 def v0_policy_at(release: str) -> V0Policy:
     """The V0 policy of a release, computed from the log; named ``v<release>``."""
     return V0Policy(name=f"v{release}", **_values_at(V0Policy, release))  # type: ignore[arg-type]
@@ -685,7 +685,7 @@ class ReleaseApi:
     kernels: KernelApi | None  # None: no Triton kernels
 
 
-@lru_cache(maxsize=None)
+@cache
 def api_at(release: str) -> ReleaseApi:
     """The adapters' view of a release, from the log."""
     mech = Mechanisms(**_values_at(Mechanisms, release))  # type: ignore[arg-type]

@@ -125,7 +125,7 @@ def side_states(a: System, b: System, outcomes: tuple[dict | None, dict | None] 
         side: dict[str, Any] = {"label": system.label, "outcome": out}
         try:
             side["snapshot"] = json.loads(json.dumps(system.snapshot(), default=str))
-        except Exception as err:  # the op left the system unable to describe itself
+        except Exception as err:  # noqa: BLE001 - the op left the system unable to describe itself
             side["snapshot"], side["snapshot_error"] = None, f"{type(err).__name__}: {err}"
         sides.append(json.loads(json.dumps(side, default=str)))
     return sides
@@ -178,7 +178,7 @@ class LockstepMachine(RuleBasedStateMachine):
         type(self).counters.steps += 1
         try:
             out, out_b, diff = compare_step_sides(self.a, self.b, op)
-        except Exception as err:  # an exception no adapter maps to a category: keep its trace too
+        except Exception as err:  # noqa: BLE001 - an exception no adapter maps to a category: keep its trace too
             self._diverged(f"{op!r} raised {type(err).__name__}: {err} (not an OpError: a bug in an "
                            f"adapter, the reference or vLLM)")
         if diff:
@@ -241,7 +241,7 @@ def replay_sides(trace: dict) -> tuple[int, str | None, list[dict] | None]:
             out, out_b, diff = compare_step_sides(a, b, op)
         except NotApplicable:  # the trace asks for something this release does not have
             raise
-        except Exception as err:  # as in LockstepMachine.step: report it, with where it happened
+        except Exception as err:  # noqa: BLE001 - as in LockstepMachine.step: report it, with where it happened
             return i + 1, (f"{op!r} raised {type(err).__name__}: {err} (not an OpError: a bug in an "
                            f"adapter, the reference or vLLM)"), side_states(a, b)
         if diff:
@@ -330,7 +330,7 @@ def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, p
         run_state_machine_as_test(machine_cls, settings=machine_settings(examples, steps))
     except NotApplicable:
         raise
-    except Exception as err:  # a divergence, or a harness error: both fail the property
+    except Exception as err:  # noqa: BLE001 - a divergence, or a harness error: both fail the property
         trace = machine_cls.last_divergence
         c = machine_cls.counters
         detail = str(err).split("\n\ntrace:")[0]

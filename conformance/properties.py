@@ -10,8 +10,8 @@ A property's ``run(examples, steps, progress)`` returns a :class:`Result`; it ra
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 # Modules that define properties, in report order.
 PROPERTY_MODULES = (

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from conformance import vllm_log
 from conformance.lockstep import NotApplicable, save_trace
 from conformance.properties import all_properties
-from conformance import vllm_log
 from conformance.versions import HarnessError, installed_target, installed_vllm_version
 
 FAILURES = Path("conformance/traces/failures")
@@ -78,7 +78,7 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
         "vllm_log": str(vllm_log_path) if vllm_log_path is not None else None,
         "device": device(),
         "python": platform.python_version(),
-        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "settings": {"examples": examples, "steps": steps, "kernel_examples": kernel_examples,
                      "required": sorted(required)},
         "properties": [],
@@ -112,7 +112,7 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
                              detail=f"required, but not applicable here: {why}")
             else:
                 entry.update(status="not_applicable", examples=0, steps=0, detail=str(why))
-        except Exception as err:  # a harness that could not drive this vLLM: never a traceback, never a verdict
+        except Exception as err:  # noqa: BLE001 - a harness that could not drive this vLLM: never a traceback, never a verdict
             kind = "" if isinstance(err, HarnessError) else f"{type(err).__name__}: "
             entry.update(status="failed", examples=0, steps=0, failure="harness_error",
                          detail=f"harness error (not a verdict on vLLM or the reference): {kind}{err}"[:3000])

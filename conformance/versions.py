@@ -27,7 +27,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from conformance import changelog
@@ -111,7 +111,7 @@ def measured_releases(matrix: Path = MATRIX) -> frozenset[str]:
     return _measured(str(matrix))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _measured(matrix: str) -> frozenset[str]:
     try:
         entries = json.loads(Path(matrix).read_text())["releases"]

@@ -57,7 +57,7 @@ def index_url() -> str:
 
 def _get(url: str, accept: str | None = None) -> bytes:
     req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
-    with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 (index URL from pip config)
+    with urllib.request.urlopen(req, timeout=120) as resp:  # the index URL comes from pip's config
         return resp.read()
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.changelog import policy_named
 from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, InvalidArgument, UnknownRequest
-from conformance.changelog import policy_named
 from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import LoRAIdentity, hash_text
 from reference.blocks.v1.manager import ComputedBlocks, KVCacheManager

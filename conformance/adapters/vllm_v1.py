@@ -28,10 +28,10 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 from unittest import mock
 
+from conformance.adapters.installed_api import cached_block_ids, detect, request_filler_args
 from conformance.adapters.reference_v1 import LORAS, config_entropy
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
-from conformance.adapters.installed_api import cached_block_ids, detect, request_filler_args
 from conformance.versions import installed_v1
 from reference.blocks.v1.hashing import hash_text
 
@@ -93,7 +93,6 @@ class VllmV1System:
     # -- construction -------------------------------------------------------------------------
     def _import_vllm(self) -> None:
         import torch
-
         import vllm.v1.core.kv_cache_utils as kv_utils
         from vllm.lora.request import LoRARequest
         from vllm.sampling_params import SamplingParams

@@ -61,7 +61,7 @@ def op_links(trace: dict, note_href: NoteLink, ref_href: RefLink) -> dict:
     return links
 
 
-def resolved_questions(questions: list[dict], note_href: NoteLink, page_href: Callable[[str], "str | None"]) -> list[dict]:
+def resolved_questions(questions: list[dict], note_href: NoteLink, page_href: Callable[[str], str | None]) -> list[dict]:
     """Questions with ``why`` as ``{label, href}``: a note target, or ``page:<docs page>#anchor``."""
     out = []
     for q in questions:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from conformance.gpu.ops import MODES, load_ops
 from conformance.gpu.plan import DEFAULT_MAX_KV_GIB, FULL, QUICK, plan

@@ -8,9 +8,18 @@ every large point (batch x context >= 32 x 8192). A point whose kernels disagree
 
 from __future__ import annotations
 
-from conformance.gpu.plan import (KERNELS, LABELS, LARGE_DEFINITION, LARGE_TOKENS, REFERENCE_DECODE,
-                                  REFERENCE_KERNELS, SHORT_DTYPE, TARGET_BANDWIDTH_PCT,
-                                  TARGET_RATIO, Point)
+from conformance.gpu.plan import (
+    KERNELS,
+    LABELS,
+    LARGE_DEFINITION,
+    LARGE_TOKENS,
+    REFERENCE_DECODE,
+    REFERENCE_KERNELS,
+    SHORT_DTYPE,
+    TARGET_BANDWIDTH_PCT,
+    TARGET_RATIO,
+    Point,
+)
 
 
 def point_row(point: Point, skipped: str | None = None) -> dict:

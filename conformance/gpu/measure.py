@@ -35,13 +35,28 @@ import gc
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Callable
 
-from conformance.gpu.evaluate import (evaluate_targets, format_summary, format_table, point_row,
-                                      progress_text, ratio_to_cuda_v2)
-from conformance.gpu.plan import (CLASSIC_KERNELS, COPY_BYTES, KERNELS, TIMING, WINDOW_BASELINE,
-                                  Point, estimate_seconds, floor_us, pct_of_bandwidth)
+from conformance.gpu.evaluate import (
+    evaluate_targets,
+    format_summary,
+    format_table,
+    point_row,
+    progress_text,
+    ratio_to_cuda_v2,
+)
+from conformance.gpu.plan import (
+    CLASSIC_KERNELS,
+    COPY_BYTES,
+    KERNELS,
+    TIMING,
+    WINDOW_BASELINE,
+    Point,
+    estimate_seconds,
+    floor_us,
+    pct_of_bandwidth,
+)
 
 CHUNK_BLOCKS = 8192  # blocks generated per step when filling a cache (256 MiB at the sweep's shape)
 

@@ -63,7 +63,7 @@ def load_ops(mode: str = "auto", csrc: Path | None = None, cache: Path | None = 
     else:
         try:
             source = pinned_csrc()
-        except Exception as err:  # noqa: BLE001 - no cached sdist and no index (a bare GPU box)
+        except Exception as err:  # no cached sdist and no index (a bare GPU box)
             raise RuntimeError(f"the pinned vLLM v0.10.2 csrc/ is not available here ({err}): "
                                "pass --csrc PATH or set PASTUDY_VLLM_CSRC") from err
     built = build.build(source, arch or device_arch(), cache)

@@ -27,8 +27,8 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from conformance.gpu import bench
 from conformance.gpu.ops import MODES, load_ops

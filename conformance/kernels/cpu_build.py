@@ -80,7 +80,7 @@ def run_kind(kind: str, examples: int, progress=None) -> Result:
         drawn()
     except NotApplicable:
         raise
-    except Exception as err:  # a mismatch (after shrinking) or a harness error
+    except Exception as err:  # noqa: BLE001 - a mismatch (after shrinking) or a harness error
         divergence = isinstance(err, AssertionError) and not isinstance(err, KernelDidNotRun)
         failure = "divergence" if divergence else "harness_error"
         case = {k: str(v) for k, v in (done["last"] or {}).items()}

@@ -57,7 +57,7 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
         run()
     except NotApplicable:
         raise
-    except Exception as err:  # a mismatch (after shrinking) or a harness error
+    except Exception as err:  # noqa: BLE001 - a mismatch (after shrinking) or a harness error
         # A mismatch is an AssertionError from the comparison (its message gives the largest
         # difference and its index); anything else -- including a kernel that left its output
         # untouched -- means the harness could not drive this release's kernel.
@@ -118,7 +118,7 @@ def _cuda_ops(op_name: str):
         raise NotApplicable("no CUDA GPU (run conformance/gpu/run.sh on a GPU machine)")
     try:
         from vllm import _custom_ops as ops
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         raise NotApplicable(f"vllm._custom_ops is not importable: {err}") from err
     if not hasattr(ops, op_name):
         raise NotApplicable(f"this vLLM's _custom_ops has no {op_name}")

@@ -20,9 +20,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
+from conformance.changelog import policy_named
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
-from conformance.changelog import policy_named
 from conformance.versions import distinct_v1_policy_names
 from reference.blocks.v1.hashing import hash_function_names
 

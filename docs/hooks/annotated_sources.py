@@ -31,12 +31,11 @@ from mkdocs.utils import get_relative_url
 
 from annotations import drift, model
 from annotations.model import AnnotationFile
-
 from docs.hooks import drift_view
-from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
 from docs.hooks.compare_page import compare_src_uri
 from docs.hooks.reach_badge import legend_html, note_badge_html
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
+from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
 from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
 from upstream import fetch
 

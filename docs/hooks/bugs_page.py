@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Callable
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError

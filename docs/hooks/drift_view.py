@@ -16,14 +16,13 @@ render function, so it can be unit-tested alone.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Callable
 
 from annotations import drift
 from annotations.model import AnnotationFile, Note
-
 from docs.hooks.code_lines import highlight_lines
 from docs.hooks.source_page import upstream_url
 

@@ -8,8 +8,8 @@ the setting and the why (code spans, citations) is rendered by the caller's Mark
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
-from typing import Callable
 
 from annotations.model import AnnotationFile, Note
 from annotations.reach import LABELS, STATUSES, Reach

@@ -20,9 +20,9 @@ about MkDocs: prose arrives as a rendering function and links as URLs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
-from typing import Callable
 
 from docs.hooks.code_lines import highlight_lines, split_lines
 from docs.hooks.python_source import ModuleSource, Symbol, comment_block_above

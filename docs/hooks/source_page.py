@@ -27,7 +27,6 @@ from typing import Protocol
 
 from annotations import cite
 from annotations.model import AnnotationFile, Note, is_blank, range_hash, upstream_lines
-
 from docs.hooks.code_lines import highlight_lines
 
 UPSTREAM_REPO = "https://github.com/vllm-project/vllm"
@@ -232,7 +231,7 @@ def _note_html(
         url = links.prop(name)
         code = f"<code>{escape(name)}</code>"
         items.append(
-            f'<li class="ann-prop">Conformance: ' + (f'<a href="{escape(url)}">{code}</a>' if url else code) + "</li>"
+            '<li class="ann-prop">Conformance: ' + (f'<a href="{escape(url)}">{code}</a>' if url else code) + "</li>"
         )
     for target in note.sees:
         url = links.see(target)
@@ -240,7 +239,7 @@ def _note_html(
         version, _, cited_path = cited_file.partition("/")
         where = cited_path.rsplit("/", 1)[-1] + ("" if version == f"v{annotation.version}" else f" @ {version}")
         code = f'<code title="{escape(target)}">{escape(where)} · {escape(cited_id)}</code>'
-        items.append(f'<li class="ann-see">See: ' + (f'<a href="{escape(url)}">{code}</a>' if url else code) + "</li>")
+        items.append('<li class="ann-see">See: ' + (f'<a href="{escape(url)}">{code}</a>' if url else code) + "</li>")
     stale_html = (
         '<p class="ann-stale">These lines changed since the note was written; read it with care.</p>'
         if stale

@@ -12,12 +12,11 @@ which navigation section it belongs to, and where a ``see`` citation points.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from annotations.model import AnnotationFile, AnnotationFormatError, SEE_TARGET, annotation_paths, parse
-
+from annotations.model import SEE_TARGET, AnnotationFile, AnnotationFormatError, annotation_paths, parse
 from docs.hooks.source_page import AnnotatedSourceError, page_src_uri, segments, verify_upstream
 
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
@@ -61,7 +60,7 @@ class SourceSet:
     entries: dict[str, SourceEntry] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path, reader: Reader) -> "SourceSet":
+    def load(cls, root: Path, reader: Reader) -> SourceSet:
         """Parse every annotation under ``root`` and fetch and verify its upstream bytes.
 
         All problems are collected first and raised together as one
@@ -82,7 +81,7 @@ class SourceSet:
             except AnnotatedSourceError as err:
                 problems.append(str(err))
                 continue
-            except Exception as err:  # the reader failed: no bytes, no page
+            except Exception as err:  # noqa: BLE001 - the reader failed: no bytes, no page
                 problems.append(f"{path}: cannot read upstream {annotation.upstream} at {annotation.version}: {err}")
                 continue
             entry = SourceEntry(annotation, data)

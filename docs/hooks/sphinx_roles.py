@@ -10,7 +10,7 @@ survives either way.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 #: ``:role:`target``` with an optional ``py:`` domain and ``~`` (show the last component only).
 ROLE = re.compile(r":(?:py:)?(?P<role>attr|class|meth|func|mod|data|exc|obj|const|ref|term)"

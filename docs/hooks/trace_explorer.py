@@ -119,7 +119,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     for spec in _specs:
         try:
             steps = replay(spec.trace)
-        except Exception as err:  # a trace the reference cannot replay has no page
+        except Exception as err:  # noqa: BLE001 - a trace the reference cannot replay has no page
             raise PluginError(f"trace explorer: {spec.title} cannot be replayed on the reference: {err!r}") from None
         _steps[spec.slug] = steps
         _questions[spec.slug] = trace_questions(spec.trace, steps)

@@ -8,7 +8,7 @@ number is computed at build time, so the page cannot disagree with the tested ar
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError

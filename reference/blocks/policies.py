@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 LORA_EXTRA_KEYS = ("int_id", "name", "tagged")
 
 

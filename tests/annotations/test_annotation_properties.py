@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from annotation_toy import UPSTREAM, VERSION, NoteSpec, ToyRelease
 from hypothesis import given
 from hypothesis import strategies as st
 
-from annotation_toy import UPSTREAM, VERSION, NoteSpec, ToyRelease
-
-from annotations.model import stamp_text
-from annotations.model import range_hash, upstream_lines
+from annotations.model import range_hash, stamp_text, upstream_lines
 
 
 @st.composite

@@ -9,8 +9,7 @@ import pytest
 from annotation_toy import TOY_NOTES, TOY_SOURCE, UPSTREAM, VERSION, NoteSpec
 
 import annotations.__main__ as cli
-from annotations.model import stamp_text
-from annotations.model import UNSTAMPED_HASH, parse, range_hash, upstream_lines
+from annotations.model import UNSTAMPED_HASH, parse, range_hash, stamp_text, upstream_lines
 
 
 def _placeholder_notes() -> list[NoteSpec]:

@@ -14,7 +14,7 @@ import pytest
 from annotation_toy import TOY_NOTES, TOY_SOURCE, UPSTREAM, VERSION, NoteSpec
 
 import annotations.__main__ as cli
-from annotations import cite, citations
+from annotations import citations, cite
 from annotations.model import parse, range_hash, upstream_lines
 
 SITE = "https://study.example/"

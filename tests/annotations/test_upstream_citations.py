@@ -136,9 +136,9 @@ def test_python_citation_forms(text, expected):
 def test_real_repository_citations_resolve():
     """Catches: a dead, drifted or unrecorded upstream citation anywhere in docs/ or reference/ of
     this repository (the pinned sdists are read from the cache; skipped without them)."""
-    from upstream import fetch
     from annotations.check import Checker
     from annotations.model import ANNOTATIONS_ROOT
+    from upstream import fetch
 
     try:
         fetch.release_files("0.10.2")

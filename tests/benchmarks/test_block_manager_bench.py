@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 
 from benchmarks.block_manager import ReferenceSide, compare_books, installed_vllm, main, measure, timed_replay
 from benchmarks.traces import (
-    APPEND, FREE, SCHEDULE, WORKLOADS, Trace, Workload, make_trace, make_workload, record_trace,
+    APPEND,
+    FREE,
+    SCHEDULE,
+    WORKLOADS,
+    Trace,
+    Workload,
+    make_trace,
+    make_workload,
+    record_trace,
 )
 from conformance.changelog import policy_named, v1_policy_at
 from conformance.versions import distinct_v1_policy_names

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 from benchmarks import scaling
-from benchmarks.harness import Run, measure, replay
 from benchmarks.block_manager import ReferenceSide
 from benchmarks.block_manager_v0 import ReferenceV0Side
+from benchmarks.harness import Run, measure, replay
 from benchmarks.traces import APPEND, FREE, SCHEDULE
 from benchmarks.traces_v0 import ALLOCATE
 from benchmarks.traces_v0 import FREE as V0_FREE

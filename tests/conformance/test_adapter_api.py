@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import pytest
-
 from conformance import versions
 from conformance.lockstep import NotApplicable
 from tests.conformance.pinned import unavailable

@@ -6,16 +6,16 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import importlib.metadata  # noqa: E402
+import importlib.metadata
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from conformance.adapters import vllm_cpu_build as cpu  # noqa: E402
-from conformance.kernels import cpu_build, cpu_checks  # noqa: E402
-from conformance.lockstep import NotApplicable  # noqa: E402
-from reference.attention import oracle  # noqa: E402
-from reference.attention.batch import make_batch  # noqa: E402
+from conformance.adapters import vllm_cpu_build as cpu
+from conformance.kernels import cpu_build, cpu_checks
+from conformance.lockstep import NotApplicable
+from reference.attention import oracle
+from reference.attention.batch import make_batch
 
 
 def build_installed() -> bool:

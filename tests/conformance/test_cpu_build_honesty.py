@@ -14,19 +14,19 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import importlib.util  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+from pathlib import Path
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from conformance.adapters import vllm_cpu_build as cpu  # noqa: E402
-from conformance.kernels import cpu_build, cpu_checks  # noqa: E402
-from conformance.kernels.checks import KernelDidNotRun  # noqa: E402
-from conformance.lockstep import NotApplicable  # noqa: E402
-from conformance.versions import HarnessError  # noqa: E402
-from reference.attention import decode  # noqa: E402
-from tests.conformance.pinned import unavailable  # noqa: E402
+from conformance.adapters import vllm_cpu_build as cpu
+from conformance.kernels import cpu_build, cpu_checks
+from conformance.kernels.checks import KernelDidNotRun
+from conformance.lockstep import NotApplicable
+from conformance.versions import HarnessError
+from reference.attention import decode
+from tests.conformance.pinned import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(lens=[1, 0, 17, 33], block_size=16, num_kv_heads=2, num_heads=4, head_size=64,

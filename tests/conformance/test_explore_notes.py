@@ -8,8 +8,16 @@ import pytest
 
 from annotations import model
 from conformance.explorer import op_notes
-from conformance.explorer.op_notes import (BOOKKEEPING, OP_NOTES, OP_REFERENCE, NoteRef, all_note_refs,
-                                           notes_release, note_ref, op_notes as notes_for)
+from conformance.explorer.op_notes import (
+    BOOKKEEPING,
+    OP_NOTES,
+    OP_REFERENCE,
+    NoteRef,
+    all_note_refs,
+    note_ref,
+    notes_release,
+)
+from conformance.explorer.op_notes import op_notes as notes_for
 from conformance.trace_file import OP_FIELDS
 
 

@@ -19,7 +19,7 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # as the other kernel tests: before triton loads
 
-from conformance.gpu import bench, evaluate, measure, plan, run  # noqa: E402
+from conformance.gpu import bench, evaluate, measure, plan, run
 
 REPO = Path(__file__).resolve().parents[2]
 GIB = 2**30

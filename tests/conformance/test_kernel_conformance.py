@@ -11,12 +11,12 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import importlib.util  # noqa: E402
+import importlib.util
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from tests.conformance.pinned import PINNED, unavailable  # noqa: E402
+from tests.conformance.pinned import PINNED, unavailable
 
 if importlib.util.find_spec("vllm") is None:
     if PINNED:
@@ -24,10 +24,10 @@ if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed in this environment (run in a vLLM env)",
                 allow_module_level=True)
 
-from conformance.adapters import vllm_kernels as vk  # noqa: E402
-from conformance.kernels import checks, properties  # noqa: E402
-from conformance.lockstep import NotApplicable  # noqa: E402
-from conformance.properties import all_properties  # noqa: E402
+from conformance.adapters import vllm_kernels as vk
+from conformance.kernels import checks, properties
+from conformance.lockstep import NotApplicable
+from conformance.properties import all_properties
 
 BY_NAME = {p.name: p for p in properties.PROPERTIES}
 

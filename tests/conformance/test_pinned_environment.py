@@ -4,7 +4,7 @@ from importlib import metadata
 
 import pytest
 
-from tests.conformance.pinned import PINNED, PINNED_PROPERTIES, expected_here, unavailable
+from tests.conformance.pinned import PINNED, PINNED_PROPERTIES
 
 
 def test_pinned_vllm_imports_at_the_pinned_version():

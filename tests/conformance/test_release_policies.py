@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from tests.conformance.test_v1_conformance import cfg as v1_cfg
-from tests.conformance.test_v1_conformance import run_ops
 from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.changelog import v0_policy_at, v1_policy_at
 from reference.blocks.policies import V0Policy, V1Policy
+from tests.conformance.test_v1_conformance import cfg as v1_cfg
+from tests.conformance.test_v1_conformance import run_ops
 
 V1_V0_10_2, V1_V0_20_2, V1_V0_32_0, V1_V0_33_0 = (v1_policy_at(r) for r in ("0.10.2", "0.20.2", "0.32.0", "0.33.0"))
 V0_V0_6_6_POST1, V0_V0_10_2 = v0_policy_at("0.6.6.post1"), v0_policy_at("0.10.2")

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from conformance.adapters.reference_v1 import ReferenceV1System
+from conformance.changelog import v1_policy_at
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
 from reference.blocks.policies import V1Policy
 from tests.conformance.pinned import unavailable
-from conformance.changelog import v1_policy_at
 
 # Release policies, computed by the change log.
 V1_V0_8_5 = v1_policy_at("0.8.5")

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urldefrag, urljoin, urlsplit, unquote
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import pytest
 

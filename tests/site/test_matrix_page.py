@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from docs.hooks.matrix_page import (
-    GROUPS, MatrixError, change_anchor, change_log, freshness, matrix_markdown, read_matrix,
+    GROUPS,
+    MatrixError,
+    change_anchor,
+    change_log,
+    freshness,
+    matrix_markdown,
+    read_matrix,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

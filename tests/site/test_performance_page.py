@@ -15,7 +15,13 @@ from mkdocs.exceptions import PluginError
 
 from docs.hooks import performance_page as perf
 from docs.hooks.performance_page import (
-    BENCHES, SCALING, ResultsError, read_results, read_scaling, results_markdown, scaling_markdown,
+    BENCHES,
+    SCALING,
+    ResultsError,
+    read_results,
+    read_scaling,
+    results_markdown,
+    scaling_markdown,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +100,9 @@ def test_printed_figures_are_the_files_figures(tmp_path):
 def test_the_benchmarks_own_json_writers_render_as_they_computed(tmp_path):
     """Catches: the page's reader and the benchmarks' JSON writers drifting apart (a renamed key,
     V0's ``num_calls``), which would blank a table or show figures the benchmark never printed."""
-    from benchmarks import block_manager as v1, block_manager_v0 as v0, harness
+    from benchmarks import block_manager as v1
+    from benchmarks import block_manager_v0 as v0
+    from benchmarks import harness
 
     result = harness.TraceResult("decode_heavy", 5000, {"schedule": 3000, "append": 2000},
                             seconds={"reference": [0.5, 0.4, 0.45], "vllm": [0.6, 0.55, 0.5]},

@@ -168,9 +168,9 @@ def test_every_ref_in_the_annotations_resolves_in_the_real_reference() -> None:
 def test_every_ref_is_cited_back_on_the_symbol_or_its_owner() -> None:
     """Catches: a reference symbol that a note re-implements without the note listed beside it."""
     from annotations import model
-    from upstream import fetch
     from docs.hooks.reference_sources import Site
     from docs.hooks.source_set import SourceSet
+    from upstream import fetch
 
     site = Site(ReferenceIndex.load(), SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file))
     assert site.unresolved == []

@@ -17,8 +17,8 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
 from annotations import model
+from tests.site.synthetic import HOOKS, UPSTREAM_PY, annotation_text, write_annotation
 from upstream import fetch
-from tests.site.synthetic import HOOKS, annotation_text, write_annotation, UPSTREAM_PY
 
 HOOK = str(HOOKS / "annotated_sources.py")
 REF_HOOK = str(HOOKS / "reference_sources.py")

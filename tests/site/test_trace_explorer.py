@@ -16,7 +16,7 @@ from conformance.explorer.exercises import trace_questions
 from conformance.explorer.page import explorer_data, explorer_html, step_item
 from conformance.explorer.steps import matches, op_summary, replay, view_v1
 from docs.hooks.trace_explorer import EXERCISE_SETS, seed_questions
-from docs.hooks.trace_steps import (SEED_DEMO_TRACE, SEED_FIFTH_TOKEN_SLUG, SEED_FIFTH_TOKEN_TRACE, corpus_specs)
+from docs.hooks.trace_steps import SEED_DEMO_TRACE, SEED_FIFTH_TOKEN_SLUG, SEED_FIFTH_TOKEN_TRACE, corpus_specs
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.changelog import v1_policy_at
 from reference.blocks.errors import DoubleFree, InvalidArgument, OutOfBlocks, UnknownBlock
 from reference.blocks.v1.block_pool import BlockPool
 from reference.blocks.v1.hashing import sha256_pickle
-from conformance.changelog import v1_policy_at
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_10_2 = v1_policy_at("0.10.2")

@@ -2,10 +2,10 @@
 
 import pytest
 
+from conformance.changelog import v1_policy_at
 from reference.blocks.errors import InvalidArgument
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.specs import FullAttention, SlidingWindow, hybrid_layout_problem
-from conformance.changelog import v1_policy_at
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_10_2 = v1_policy_at("0.10.2")

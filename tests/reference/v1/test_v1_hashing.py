@@ -9,6 +9,7 @@ from dataclasses import replace
 import cbor2
 import pytest
 
+from conformance.changelog import v1_policy_at
 from reference.blocks.v1.hashing import (
     BlockHasher,
     LoRAIdentity,
@@ -20,7 +21,6 @@ from reference.blocks.v1.hashing import (
     split_group_key,
     with_group_id,
 )
-from conformance.changelog import v1_policy_at
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_10_2 = v1_policy_at("0.10.2")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from v1_state_helpers import deep_state, full_manager, prefill, sliding_manager
 
+from conformance.changelog import v1_policy_at
 from reference.blocks.errors import DoubleFree, InvalidArgument, UnknownRequest
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.request import RequestStatus
 from reference.blocks.v1.specs import FullAttention, SlidingWindow
-from conformance.changelog import v1_policy_at
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_10_2 = v1_policy_at("0.10.2")

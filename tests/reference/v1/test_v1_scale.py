@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from v1_state_helpers import deep_state, prefill
 
+from conformance.changelog import v1_policy_at
 from reference.blocks.errors import DoubleFree, UnknownBlock
 from reference.blocks.v1.block import KVBlock
 from reference.blocks.v1.free_queue import FreeBlockQueue
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.specs import FullAttention
-from conformance.changelog import v1_policy_at
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_10_2 = v1_policy_at("0.10.2")

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from v1_state_helpers import deep_state
 
+from conformance.changelog import v1_policy_at
 from reference.blocks.errors import BlockManagerError
 from reference.blocks.v1.hashing import LoRAIdentity
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.request import RequestStatus
 from reference.blocks.v1.specs import FullAttention, SlidingWindow
-from conformance.changelog import v1_policy_at
 
 # The policies of the two pinned releases, computed by the change log.
 V1_V0_10_2 = v1_policy_at("0.10.2")
