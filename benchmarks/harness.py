@@ -77,7 +77,7 @@ def replay(run: Run, ops: Sequence[tuple], offset: int = 0) -> None:
     clock = CLOCK
     position = 0
     try:
-        for position, op in enumerate(ops):
+        for position, op in enumerate(ops):  # noqa: B007 - the except clause below reads it
             call = call_of(state, op)
             if call is None:
                 continue

@@ -277,9 +277,9 @@ def _check_partition_statistics(args, exp_sums, max_logits, dtype, label: str) -
         TALLY.record("v2 max_logits vs oracle", dtype, got_max, want_max)
         TALLY.record("v2 exp_sums vs oracle", dtype, got_weight, want_weight)
         torch.testing.assert_close(got_max, want_max, atol=atol, rtol=rtol,
-                                   msg=lambda m: f"{label} max_logits of sequence {i}: {m}")
+                                   msg=lambda m, i=i: f"{label} max_logits of sequence {i}: {m}")
         torch.testing.assert_close(got_weight, want_weight, atol=atol, rtol=rtol,
-                                   msg=lambda m: f"{label} exp_sums (partition weights) of "
+                                   msg=lambda m, i=i: f"{label} exp_sums (partition weights) of "
                                                  f"sequence {i}: {m}")
 
 

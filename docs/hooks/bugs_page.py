@@ -188,7 +188,7 @@ def releases_markdown(bug: Bug, measured_anywhere: list[str]) -> str:
     if bug.replays:
         lines += ["| vLLM | Verdict | What the replay printed | Replayed |", "| --- | --- | --- | --- |"]
         for release, entry in sorted(bug.replays.items(), key=lambda kv: release_key(kv[0])):
-            how = "retargeted to policy `%s`" % entry["retargeted_to"] if entry.get("retargeted_to") else "as recorded"
+            how = f"retargeted to policy `{entry['retargeted_to']}`" if entry.get("retargeted_to") else "as recorded"
             output = entry.get("output", "").replace("|", "\\|").replace("`", "'")
             verdict = VERDICTS.get(entry.get("verdict", ""), entry.get("verdict", "?"))
             lines.append(f"| {release} | **{verdict}** | `{output}` | {how}, {entry.get('date', '?')} |")

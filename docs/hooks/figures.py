@@ -43,7 +43,7 @@ def placement_svg(result: PlacementResult, key: str) -> str:
     c = Canvas(620, 250, f"Block table {result.table}: logical blocks mapped to physical blocks", key)
     c.text(10, 22, f"block table = {result.table}", 14, anchor="start", bold=True)
     slot_w, top = 30, 40
-    for logical, physical in enumerate(result.table):
+    for logical, _physical in enumerate(result.table):
         x0 = 40 + logical * (bs * slot_w + 40)
         c.text(x0 + bs * slot_w / 2, top - 4, f"logical block {logical}", 11, cls="muted")
         for s in range(bs):

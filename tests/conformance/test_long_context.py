@@ -24,10 +24,10 @@ def test_v1_windows_cover_every_residue_and_every_group_order(block_size):
     """Catches: window draws that miss a residue of the window modulo the block size (the
     off-by-one cases of the window-to-block arithmetic), or a group order never drawn."""
     for residue in range(block_size):
-        find(lc.long_v1_configs("v0.33.0", True), lambda c: c["block_size"] == block_size and any(
+        find(lc.long_v1_configs("v0.33.0", True), lambda c, residue=residue: c["block_size"] == block_size and any(
             g.get("window", -1) % block_size == residue for g in c["groups"] if g["kind"] == "sliding"))
     for order in (["sliding"], ["full", "sliding"], ["sliding", "full"]):
-        find(lc.long_v1_configs("v0.33.0", True), lambda c: [g["kind"] for g in c["groups"]] == order)
+        find(lc.long_v1_configs("v0.33.0", True), lambda c, order=order: [g["kind"] for g in c["groups"]] == order)
 
 
 def test_v1_pools_reach_real_sizes():
@@ -44,7 +44,7 @@ def test_v0_windows_cover_every_residue():
     over-counts when W mod block_size == 1)."""
     for bs in (16, 32):
         for residue in range(bs):
-            find(lc.long_v0_configs(False, "reference"), lambda c: c["block_size"] == bs and
+            find(lc.long_v0_configs(False, "reference"), lambda c, bs=bs, residue=residue: c["block_size"] == bs and
                  c["sliding_window"] is not None and c["sliding_window"] % bs == residue)
 
 

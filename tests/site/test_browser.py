@@ -736,8 +736,8 @@ def test_cite_control_copies_the_notes_markdown_on_desktop_and_phone(browser, ba
         context = browser.new_context(viewport={"width": width, "height": height},
                                       permissions=["clipboard-read", "clipboard-write"])
         page = context.new_page()
-        page.on("console", lambda m: errors.append(f"{name} console: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(f"{name} pageerror: {e}"))
+        page.on("console", lambda m, name=name: errors.append(f"{name} console: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e, name=name: errors.append(f"{name} pageerror: {e}"))
         try:
             page.goto(base_url + annotated + "#" + note.id)
             button = page.locator(f'aside.ann-note[id="{note.id}"] button.ann-cite')
