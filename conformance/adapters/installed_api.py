@@ -1,9 +1,10 @@
-"""The installed vLLM's V1 API, read from its own code: signatures, attributes, module contents.
+"""The installed vLLM's API, read from its own code: signatures, attributes, module contents.
 
 The change log gives the API of the release the installed vLLM is driven as
 (:func:`conformance.versions.installed_v1`). A source build or a newer release may differ from
-it although its behaviour did not change; every :class:`~conformance.release_api.V1Api` field
-that can be read off the installed code is read here, and where the code says otherwise than the
+it although its behaviour did not change; every field of :class:`~conformance.release_api.V1Api`,
+:class:`~conformance.release_api.V0Api` and :class:`~conformance.release_api.KernelApi` that can
+be read off the installed code is read here, and where the code says otherwise than the
 log, the code wins and the difference is recorded (:func:`differences_seen`, reported by
 ``python -m conformance run``). Importing this module imports no vLLM; :func:`detect` does.
 """
@@ -16,7 +17,7 @@ import importlib.util
 import inspect
 from typing import Any
 
-from conformance.release_api import V1Api
+from conformance.release_api import KernelApi, V0Api, V1Api
 from conformance.versions import HarnessError
 
 _SEEN: dict[str, tuple[object, object]] = {}
@@ -109,15 +110,53 @@ def detect(logged: V1Api) -> V1Api:
         kv_config_tensors_dict="tensors" in config_fields and "kv_cache_tensors" not in config_fields,
         request_pooling_and_salt_args="cache_salt" in request,
     )
-    for field in dataclasses.fields(V1Api):
+    return _noted(logged, detected)
+
+
+def _noted(logged, detected):
+    """``detected``, after recording each field where it differs from ``logged``."""
+    for field in dataclasses.fields(type(logged)):
         was, now = getattr(logged, field.name), getattr(detected, field.name)
         if was != now:
-            _SEEN[field.name] = (was, now)
+            _SEEN[f"{type(logged).__name__}.{field.name}"] = (was, now)
     return detected
 
 
+def detect_v0(logged: V0Api) -> V0Api:
+    """The V0 API of the installed code (``group_status_per_sequence`` is the log's: it is a
+    behaviour of ``SequenceGroup.get_seqs``, not visible in a signature)."""
+    import vllm.inputs
+    from vllm.core.block_manager import SelfAttnBlockSpaceManager
+
+    return _noted(logged, dataclasses.replace(
+        logged,
+        sequence_token_inputs=hasattr(vllm.inputs, "token_inputs"),
+        reset_prefix_cache=hasattr(SelfAttnBlockSpaceManager, "reset_prefix_cache"),
+    ))
+
+
+def detect_kernels(logged: KernelApi, unified, paged2d, cache) -> KernelApi:
+    """The Triton kernel API of the installed modules (None where absent). Whether the kernels mask
+    their tail loads and the smallest buildable block size are the log's: they are not visible
+    without running the kernels."""
+    changes: dict[str, Any] = {}
+    if unified is not None and hasattr(unified, "unified_attention"):
+        changes["unified_split_k_args"] = "seq_threshold_3D" in _parameters(unified.unified_attention)
+    if paged2d is not None:
+        changes["paged_2d_rocm_check_bound_at_import"] = hasattr(paged2d, "use_rocm_custom_paged_attention")
+    if cache is not None:
+        try:
+            changes["cache_write_head_major"] = "USE_HEAD_MAJOR_LAYOUT" in inspect.getsource(cache)
+        except (OSError, TypeError):
+            pass
+    package = next((m.__name__.rsplit(".", 1)[0] for m in (unified, paged2d, cache) if m is not None), None)
+    if package is not None:
+        changes["ops_package"] = package
+    return _noted(logged, dataclasses.replace(logged, **changes))
+
+
 def differences_seen() -> dict[str, dict[str, Any]]:
-    """Fields where the installed code differed from the change log, in this process."""
+    """Fields (``Record.field``) where the installed code differed from the change log, in this process."""
     return {name: {"change_log": was, "installed_code": now} for name, (was, now) in sorted(_SEEN.items())}
 
 

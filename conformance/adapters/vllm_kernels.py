@@ -37,6 +37,7 @@ from typing import Callable
 import torch
 
 from conformance.lockstep import NotApplicable
+from conformance.adapters.installed_api import detect_kernels
 from conformance.release_api import KernelApi
 from conformance.versions import HarnessError
 
@@ -111,8 +112,13 @@ def kernels() -> VllmKernels:
     target, api = installed_kernels()
     version = target.installed
     prepare()
-    unified, paged2d, cache = (_import(f"{api.ops_package}.{m}") for m in (
-        "triton_unified_attention", "chunked_prefill_paged_decode", "triton_reshape_and_cache_flash"))
+    names = ("triton_unified_attention", "chunked_prefill_paged_decode", "triton_reshape_and_cache_flash")
+    # The logged package first, then the other one: a source build may have moved the ops.
+    for package in dict.fromkeys((api.ops_package, "vllm.v1.attention.ops", "vllm.attention.ops")):
+        unified, paged2d, cache = (_import(f"{package}.{m}") for m in names)
+        if (unified, paged2d, cache) != (None, None, None):
+            break
+    api = detect_kernels(api, unified, paged2d, cache)
     jit = {}
     if unified is not None:
         jit["unified"] = getattr(unified, "kernel_unified_attention", None) or \

@@ -38,6 +38,7 @@ from typing import Any
 
 from conformance.lockstep import NotApplicable, OpError
 from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED
+from conformance.adapters.installed_api import detect_v0
 from conformance.versions import installed_v0
 
 
@@ -51,7 +52,8 @@ class VllmV0System:
     def __init__(self, config: dict) -> None:
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        target, api = installed_v0()
+        target, logged = installed_v0()
+        api = detect_v0(logged)  # the installed code's API; the change log fills what it cannot show
         self.version, self.api = target.installed, api
         # What the machine may ask of this release (read by conformance.machines.v0).
         self.supports_reset_prefix_cache = api.reset_prefix_cache

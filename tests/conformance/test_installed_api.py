@@ -83,3 +83,21 @@ def test_the_multimodal_arguments_a_request_requires_are_read_by_name():
     assert multimodal_request_args(Request0101) == (
         "multi_modal_hashes", "multi_modal_kwargs", "multi_modal_placeholders")
     assert multimodal_request_args(Request0102) == ()
+
+
+def test_kernel_api_is_read_from_the_installed_modules():
+    """Catches: a source build that moved its Triton ops or added the split-K arguments driven with
+    the change log's values for the release it is driven as (wrong package, missing arguments)."""
+    import dataclasses
+
+    from conformance.adapters.installed_api import detect_kernels, differences_seen
+    from conformance.changelog import api_at
+
+    logged = api_at("0.10.2").kernels
+    unified = types.ModuleType("vllm.v1.attention.ops.triton_unified_attention")
+    unified.unified_attention = lambda q, k, v, seq_threshold_3D=None: None
+    paged2d = types.ModuleType("vllm.v1.attention.ops.chunked_prefill_paged_decode")
+    got = detect_kernels(logged, unified, paged2d, None)
+    assert got == dataclasses.replace(logged, ops_package="vllm.v1.attention.ops", unified_split_k_args=True)
+    assert differences_seen()["KernelApi.ops_package"] == {"change_log": "vllm.attention.ops",
+                                                           "installed_code": "vllm.v1.attention.ops"}
