@@ -17,6 +17,20 @@ ALL = Mechanisms(v0_block_manager=True, v1_block_pool=True, triton_kernels=True)
 V1_ONLY = Mechanisms(v0_block_manager=False, v1_block_pool=True, triton_kernels=True)
 
 
+# The measured releases these tests assume (a fixed set, so that a release newly added to
+# conformance/reports/matrix.json does not change what they expect).
+MEASURED = frozenset({"0.6.6.post1", "0.7.3", "0.8.5.post1", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.13.0",
+                      "0.14.1", "0.15.0", "0.15.1", "0.16.0", "0.17.1", "0.18.1", "0.19.1", "0.20.1", "0.20.2",
+                      "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0",
+                      "0.30.0", "0.31.0", "0.32.0", "0.33.0"})
+
+
+@pytest.fixture(autouse=True)
+def fixed_matrix(monkeypatch):
+    real = versions.measured_releases
+    monkeypatch.setattr(versions, "measured_releases", lambda matrix=None: MEASURED if matrix is None else real(matrix))
+
+
 def fake_installed(monkeypatch, raw: str | None, mechanisms: Mechanisms | None = None) -> None:
     """vLLM's package metadata says ``raw`` (None: not installed); its files show ``mechanisms``
     (None: its package directory is not found, so the change log decides)."""
