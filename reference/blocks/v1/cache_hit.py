@@ -70,5 +70,5 @@ def longest_cache_hit(
         if isinstance(leader.spec, FullAttention):
             keep = cdiv(hit_length, leader.block_size)
             for group_id in ids:
-                del hit_blocks[group_id][keep:]  # type: ignore[index]
+                del hit_blocks[group_id][keep:]  # type: ignore[union-attr]  # found above: a list
     return [blocks if blocks is not None else [] for blocks in hit_blocks], hit_length

@@ -76,7 +76,9 @@ def hash_function_names(policy: V1Policy) -> tuple[str, ...]:
 
 def hash_function(name: str, policy: V1Policy | None = None) -> HashFunction:
     """The hash function vLLM calls ``name`` in the release of ``policy`` (default: the digest form)."""
-    table: dict = INT_HASH_FUNCTIONS if policy is not None and policy.int_block_hashes else HASH_FUNCTIONS
+    # The int family (before 0.10.1) or the digest family.
+    table: dict[str, Callable[[Any], Any]] = (
+        INT_HASH_FUNCTIONS if policy is not None and policy.int_block_hashes else HASH_FUNCTIONS)
     try:
         return table[name]
     except KeyError:
@@ -240,7 +242,8 @@ class BlockHasher:
         parent = known[-1] if known else None
         start = len(known) * self.block_size
         stop = len(token_ids) if end is None else min(end, len(token_ids))
-        chain = hash_int_block_tokens if self.policy.int_block_hashes else hash_block_tokens
+        # The two hash families (int before 0.10.1, digests after) share one calling shape.
+        chain: Callable[..., Any] = hash_int_block_tokens if self.policy.int_block_hashes else hash_block_tokens
         while start + self.block_size <= stop:
             extra = block_extra_keys(self.policy, start, cache_salt, lora)
             parent = chain(self.hash_fn, self.none_hash, parent, token_ids[start : start + self.block_size], extra)

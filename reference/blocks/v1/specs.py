@@ -10,6 +10,7 @@ needs only the last ``window - 1`` tokens' pages, not the whole prefix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reference.blocks.errors import InvalidArgument
@@ -43,7 +44,7 @@ class SlidingWindow:
 GroupSpec = FullAttention | SlidingWindow
 
 
-def hybrid_layout_problem(groups, enable_caching: bool, any_layout: bool,
+def hybrid_layout_problem(groups: Sequence[GroupSpec], enable_caching: bool, any_layout: bool,
                           needs_distinct_specs: bool = False,
                           checked_without_caching: bool = False, single_group: bool = False) -> str | None:
     """Why a release's hybrid coordinator refuses this list of groups, or None when it accepts it.
