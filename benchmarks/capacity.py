@@ -90,7 +90,9 @@ def serve(requests, scheme, max_len: int) -> Outcome:
             running.remove(req)
             scheme.release(req)
             del generated[req.rid]
-    mean = (lambda xs: 100 * statistics.fmean(xs) if xs else 0.0)
+    def mean(xs: list[float]) -> float:
+        return 100 * statistics.fmean(xs) if xs else 0.0
+
     return Outcome(scheme.name, round(mean(usage), 1), round(mean(reserved), 1),
                    round(statistics.fmean(concurrency), 1) if concurrency else 0.0,
                    max(concurrency, default=0), round(mean(frag), 2), preemptions, steps)

@@ -31,13 +31,13 @@ import contextlib
 import os
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-from conformance.lockstep import NotApplicable
 from conformance.adapters.installed_api import detect_kernels
+from conformance.lockstep import NotApplicable
 from conformance.release_api import KernelApi
 from conformance.versions import HarnessError
 
@@ -122,7 +122,7 @@ def kernels() -> VllmKernels:
     jit = {}
     if unified is not None:
         jit["unified"] = getattr(unified, "kernel_unified_attention", None) or \
-            getattr(unified, "kernel_unified_attention_2d")
+            unified.kernel_unified_attention_2d
     if paged2d is not None:
         jit["paged2d"] = paged2d.kernel_paged_attention_2d
     if cache is not None and hasattr(cache, "reshape_and_cache_kernel_flash"):
@@ -147,7 +147,7 @@ def kernels() -> VllmKernels:
 
 
 @contextlib.contextmanager
-def _no_rocm_query(k: "VllmKernels"):
+def _no_rocm_query(k: VllmKernels):
     """While active, ``import vllm.platforms.rocm`` yields a stand-in whose every query that the
     installed ``chunked_prefill_paged_decode`` imports from it answers "no" (:func:`rocm_queries`)."""
     name = "vllm.platforms.rocm"
@@ -191,7 +191,7 @@ def rocm_queries(function) -> list[str]:
 
 
 @contextlib.contextmanager
-def _no_bound_rocm_query(k: "VllmKernels"):
+def _no_bound_rocm_query(k: VllmKernels):
     """The same answer where the module bound the ROCm check at import
     (``KernelApi.paged_2d_rocm_check_bound_at_import``): that check asks the CUDA device for its
     architecture name and fails on a machine without one."""
