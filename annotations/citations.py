@@ -246,7 +246,7 @@ class Resolver:
         if citation.version not in self._listing:
             try:
                 self._listing[citation.version] = self.lister(citation.version)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - remembered, reported as a dead citation
                 self._listing[citation.version] = err
         listing = self._listing[citation.version]
         if isinstance(listing, Exception):

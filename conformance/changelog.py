@@ -41,7 +41,7 @@ def release_key(release: str) -> tuple[int, int, int, int, int]:
     match = _RELEASE.match(release)
     if match is None:
         raise ValueError(f"not a published vLLM release: {release!r} (expected e.g. 0.10.2, 0.9.0.1, 0.6.3.post1)")
-    return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]
+    return tuple(int(g or 0) for g in match.groups())  # type: ignore[return-value]  # the pattern has five groups
 
 
 @dataclass(frozen=True)
@@ -647,13 +647,13 @@ def _values_at(record: type, release: str) -> dict[str, object]:
 @cache
 def v1_policy_at(release: str) -> V1Policy:
     """The V1 policy of a release, computed from the log; named ``v<release>``."""
-    return V1Policy(name=f"v{release}", **_values_at(V1Policy, release))  # type: ignore[arg-type]
+    return V1Policy(name=f"v{release}", **_values_at(V1Policy, release))  # type: ignore[arg-type]  # the log holds each field's typed value
 
 
 @cache
 def v0_policy_at(release: str) -> V0Policy:
     """The V0 policy of a release, computed from the log; named ``v<release>``."""
-    return V0Policy(name=f"v{release}", **_values_at(V0Policy, release))  # type: ignore[arg-type]
+    return V0Policy(name=f"v{release}", **_values_at(V0Policy, release))  # type: ignore[arg-type]  # the log holds each field's typed value
 
 
 def policy_named(name: str, record: type = V1Policy):
@@ -688,12 +688,12 @@ class ReleaseApi:
 @cache
 def api_at(release: str) -> ReleaseApi:
     """The adapters' view of a release, from the log."""
-    mech = Mechanisms(**_values_at(Mechanisms, release))  # type: ignore[arg-type]
+    mech = Mechanisms(**_values_at(Mechanisms, release))  # type: ignore[arg-type]  # the log holds each field's typed value
     return ReleaseApi(
         release=release, mechanisms=mech,
-        v1=V1Api(**_values_at(V1Api, release)) if mech.v1_block_pool else None,  # type: ignore[arg-type]
-        v0=V0Api(**_values_at(V0Api, release)) if mech.v0_block_manager else None,  # type: ignore[arg-type]
-        kernels=KernelApi(**_values_at(KernelApi, release)) if mech.triton_kernels else None,  # type: ignore[arg-type]
+        v1=V1Api(**_values_at(V1Api, release)) if mech.v1_block_pool else None,  # type: ignore[arg-type]  # the log holds each field's typed value
+        v0=V0Api(**_values_at(V0Api, release)) if mech.v0_block_manager else None,  # type: ignore[arg-type]  # the log holds each field's typed value
+        kernels=KernelApi(**_values_at(KernelApi, release)) if mech.triton_kernels else None,  # type: ignore[arg-type]  # the log holds each field's typed value
     )
 
 

@@ -30,9 +30,9 @@ try:
     from packaging.requirements import Requirement
     from packaging.version import InvalidVersion, Version
 except ImportError:  # the script runs under whichever python3 is first on PATH: pip's copy then
-    from pip._vendor.packaging.markers import default_environment  # type: ignore[no-redef]
-    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
-    from pip._vendor.packaging.version import InvalidVersion, Version  # type: ignore[no-redef]
+    from pip._vendor.packaging.markers import default_environment  # type: ignore[no-redef]  # the same names, pip's copy
+    from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]  # the same names, pip's copy
+    from pip._vendor.packaging.version import InvalidVersion, Version  # type: ignore[no-redef]  # the same names, pip's copy
 
 
 def canonical(name: str) -> str:

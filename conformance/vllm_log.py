@@ -29,7 +29,7 @@ def to_file(path: Path) -> logging.Handler:
     # Importing torch sets up torch's own log handlers (torch._logging._init_logs), replacing any
     # that are already there: import it first, so that the redirect below is the last word.
     if importlib.util.find_spec("torch") is not None:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - imported for its side effect on the loggers (see above)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, mode="w", encoding="utf-8")

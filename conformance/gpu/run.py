@@ -88,8 +88,8 @@ def conformance(ops, args) -> list[dict]:
 def triton_unified(args) -> list[dict]:
     """vLLM's Triton unified_attention on the GPU vs the reference (only when vLLM imports)."""
     try:
-        import vllm  # noqa: F401
-    except Exception:  # noqa: BLE001
+        import vllm  # noqa: F401 - imported only to learn whether it imports
+    except Exception:  # noqa: BLE001 - any import failure means: skip, and say so
         return [{"check": "unified_attention", "skipped": "vLLM not importable", "ok": True}]
     import torch
 

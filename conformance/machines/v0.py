@@ -50,7 +50,7 @@ def make_systems(config: dict):
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401 - imported only to learn whether it imports
     except ImportError as err:
         from conformance.versions import vllm_import_failed
 

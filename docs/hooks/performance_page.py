@@ -550,13 +550,13 @@ def scaling_section(bench: ScalingBench, root: Path) -> str:
     path = root / bench.path
     if not path.is_file():
         log.info("performance page: %s is missing; the page says 'not measured yet'", bench.path)
-        out.append(not_measured(bench, f"there is no results file `{bench.path}`"))  # type: ignore[arg-type]
+        out.append(not_measured(bench, f"there is no results file `{bench.path}`"))  # type: ignore[arg-type]  # not_measured reads only the fields a ScalingBench has too
         return "\n".join(out)
     try:
         results = read_scaling(path)
     except ResultsError as err:
         log.info("performance page: %s", err)
-        out.append(not_measured(bench, f"`{bench.path}` cannot be read ({_cell(err)})"))  # type: ignore[arg-type]
+        out.append(not_measured(bench, f"`{bench.path}` cannot be read ({_cell(err)})"))  # type: ignore[arg-type]  # not_measured reads only the fields a ScalingBench has too
         return "\n".join(out)
     if not re.search(rf"vLLM {re.escape(bench.vllm)}(?![0-9])", results.found) or len(results.sides) < 2:
         out.append(f'!!! warning "Not a comparison with vLLM {bench.vllm}"\n'

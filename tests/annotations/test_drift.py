@@ -115,7 +115,7 @@ def test_check_fails_when_the_committed_report_disagrees_with_the_bytes(toy):
     drift_root = toy.root / "drift"
     drift_root.mkdir()
     drift.report_path(VERSION, LATER, drift_root).write_text(stale.dumps())
-    check = lambda: drift.check_committed(annotations, toy.reader, lambda v: [UPSTREAM], SDISTS.get,  # noqa: E731
+    check = lambda: drift.check_committed(annotations, toy.reader, lambda v: [UPSTREAM], SDISTS.get,  # noqa: E731 - the call under test, named once
                                           toy.root.parent, drift_root)
     assert check() == []
     toy.files[(LATER, UPSTREAM)] = _edit(replace={13: b"            self.items.pop()\n"})
@@ -149,7 +149,7 @@ def test_check_reports_a_missing_or_misnamed_report(toy):
     annotations, report = _report(toy, TOY_SOURCE)
     drift_root = toy.root / "drift"
     drift_root.mkdir()
-    run = lambda: drift.check_committed(annotations, toy.reader, lambda v: [UPSTREAM], SDISTS.get,  # noqa: E731
+    run = lambda: drift.check_committed(annotations, toy.reader, lambda v: [UPSTREAM], SDISTS.get,  # noqa: E731 - the call under test, named once
                                         toy.root.parent, drift_root)
     assert "no drift report committed" in run()[0]
     (drift_root / f"v{VERSION}-to-9.11.0.json").write_text(report.dumps())

@@ -97,7 +97,7 @@ def test_legacy_reference_citations_use_the_ledger(toy, tmp_path):
     assert "not in the ledger" in _messages(checker.run())
     found = citations.find(module)
     assert [(c.path, c.start, c.end) for c in found] == [("toy/ring.py", 11, 14), ("toy/ring.py", 16, 17)]
-    key = lambda a, b: ("reference/mod.py", VERSION, UPSTREAM, a, b)  # noqa: E731
+    key = lambda a, b: ("reference/mod.py", VERSION, UPSTREAM, a, b)  # noqa: E731 - a ledger key, built in one expression
     citations.write_ledger(checker.ledger_path, {key(11, 14): _hash(toy, 11, 14), key(16, 17): _hash(toy, 16, 17)})
     assert _repo(toy, tmp_path).run().ok
     module.write_text(f"# the push (v{VERSION} toy/ring.py:12-14)\n", encoding="utf-8")

@@ -27,7 +27,7 @@ CHILD = textwrap.dedent("""
     assert url.startswith(("http://", "https://")) and url.endswith("/"), url
     assert "pip" not in sys.modules, "index_url() imported pip into this process"
     import setuptools  # what torch.utils.cpp_extension imports; fails after an in-process pip
-    from torch.utils.cpp_extension import include_paths  # noqa: F401
+    from torch.utils.cpp_extension import include_paths  # noqa: F401 - the import is what is tested
     print(url)
 """)
 

@@ -91,10 +91,10 @@ def test_the_rocm_stand_in_answers_every_query_the_installed_function_imports():
     vllm.platforms.rocm, failing with "cannot import name 'on_rdna'" because the stand-in only
     knew the one name older releases import; and a non-query name answered "no" blindly."""
     def decode():
-        from vllm.platforms.rocm import on_rdna, use_rocm_custom_paged_attention  # noqa: F401
+        from vllm.platforms.rocm import on_rdna, use_rocm_custom_paged_attention  # noqa: F401 - the import is what is tested
 
     def odd():
-        from vllm.platforms.rocm import RocmPlatform  # noqa: F401
+        from vllm.platforms.rocm import RocmPlatform  # noqa: F401 - the import is what is tested
 
     assert vk.rocm_queries(decode) == ["on_rdna", "use_rocm_custom_paged_attention"]
     with pytest.raises(vk.HarnessError, match="RocmPlatform"):

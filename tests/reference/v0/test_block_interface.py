@@ -56,5 +56,5 @@ def test_a_stand_in_carrying_a_reference_pages_hash_gives_the_same_chain():
     reference's own page with the same hash (the chain would split at the stand-in)."""
     first = Block(None, [1, 2], 2, None, hashing=True)
     own = Block(first, [3, 4], 2, None, hashing=True)
-    foreign = Block(StandIn(first.content_hash, 2), [3, 4], 2, None, hashing=True)  # type: ignore[arg-type]
+    foreign = Block(StandIn(first.content_hash, 2), [3, 4], 2, None, hashing=True)  # type: ignore[arg-type]  # a stand-in, not a Block
     assert own.content_hash == foreign.content_hash is not None

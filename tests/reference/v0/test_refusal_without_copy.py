@@ -118,7 +118,7 @@ def test_the_budget_refuses_exactly_what_would_run_dry(data, bs, gpu, cpu, cachi
             new = tokens[sid] + data.draw(st.lists(alphabet, min_size=0, max_size=3 * bs))
             view = SeqView(sid, new, computed[sid], False)
             lookahead = data.draw(st.integers(0, bs))
-            call = lambda m, view=view, la=lookahead: m.append_slots(view, la)  # noqa: E731
+            call = lambda m, view=view, la=lookahead: m.append_slots(view, la)  # noqa: E731 - the mutation, run twice
         elif kind in ("swap_out", "swap_in") and (running if kind == "swap_out" else swapped):
             # A group: one to three sequences, which may share pages (forks).
             group = data.draw(st.lists(st.sampled_from(running if kind == "swap_out" else swapped),
