@@ -101,9 +101,9 @@ def checks_table(results: list[dict]) -> str:
             "max abs diff vs reference |", "| --- | --- | ---: | ---: | --- | ---: | ---: |"]
     for r in results:
         if r.get("skipped"):
-            verdict = f"➖ skipped: {cell(r['skipped'])}"
+            verdict = f"skipped: {cell(r['skipped'])}"
         else:
-            verdict = "✅ passed" if r.get("ok") else f"❌ failed: {cell(r.get('error', ''))}"
+            verdict = "**passed**" if r.get("ok") else f"**FAILED**: {cell(r.get('error', ''))}"
         exact = " (bit-exact)" if r.get("bit_exact") else ""
         rows.append(f"| `{cell(r.get('check', '?'))}` | {cell(r.get('dtype', ''))} | "
                     f"{cell(r.get('head_size', ''))} | {cell(r.get('block_size', ''))} | "
@@ -118,7 +118,7 @@ def conformance_markdown(report: dict | None) -> str:
     if report is None:
         out.append(never_run("CUDA kernel results"))
         return "\n".join(out)
-    verdict = "✅ passed" if report["passed"] else "❌ failed"
+    verdict = "**passed**" if report["passed"] else "**FAILED**"
     out.append(f"{verdict}. `{cell(report['summary'])}`\n")
     out.append(context_line(report) + "\n")
     for name, title in (("conformance", "vLLM CUDA kernels vs the reference and the oracle"),

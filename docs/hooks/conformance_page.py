@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from docs.hooks.marks import icon_symbols, mark
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
@@ -23,7 +24,9 @@ PAGE = "conformance.md"
 MARKER = "CONFORMANCE-STATUS"
 REPORTS = Path("conformance") / "reports"
 MATRIX_FILE = "matrix.json"
-STATUS_BADGE = {"passed": "✅ passed", "failed": "❌ failed", "not_applicable": "➖ not applicable"}
+# A verdict as an inline-SVG mark and its word (no emoji: see docs/hooks/marks.py).
+STATUS_BADGE = {"passed": mark("passed") + " passed", "failed": mark("failed", "failed") + " failed",
+                "not_applicable": mark("not_applicable") + " not applicable"}
 
 
 class ReportError(ValueError):
@@ -153,7 +156,7 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     except ReportError as err:
         raise PluginError(f"conformance page: {err}") from None
     body = with_gpu_lane(status_markdown(reports, registered_properties()), root)
-    return markdown_text.replace(MARKER, lanes_markdown(reports, root) + "\n" + body)
+    return markdown_text.replace(MARKER, icon_symbols() + lanes_markdown(reports, root) + "\n" + body)
 
 
 def with_gpu_lane(body: str, root: Path) -> str:

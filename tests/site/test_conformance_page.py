@@ -92,3 +92,12 @@ def test_a_run_driven_as_another_release_says_so_on_the_page(tmp_path: Path) -> 
     raw.update(exact_release=True, driven_as="0.33.1.dev12", target_note=None)
     path.write_text(json.dumps(raw))
     assert "driven as" not in status_markdown(latest_reports(tmp_path), REGISTERED)
+
+
+def test_verdict_marks_are_svg_not_emoji(tmp_path: Path) -> None:
+    """Catches: verdicts drawn as emoji, which the browser test's Debian Chromium (no emoji font)
+    shows as empty boxes."""
+    write_report(tmp_path, "e.json", "0.33.0", "cpu", "2026-03-01T00:00:00+00:00",
+                 {"v1.lifecycle": "passed", "v0.fork": "failed", "kernel.decode": "not_applicable"})
+    md = status_markdown(latest_reports(tmp_path), REGISTERED)
+    assert not any(ch in md for ch in "\u2705\u274c\u2796") and md.count('<svg class="rm"') >= 3
