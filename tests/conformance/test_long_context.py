@@ -10,6 +10,7 @@ from conformance.machines import long_context as lc
 from tests.conformance.pinned import unavailable
 
 
+@pytest.mark.reference_only
 @pytest.mark.parametrize("machine", [lc.V1LongContextPeer, lc.V0LongContextPeer], ids=lambda m: m.__name__)
 def test_real_size_machines_run_reference_against_reference(machine):
     """Catches: a real-size machine that crashes its harness or the reference (e.g. a recursion
@@ -19,6 +20,7 @@ def test_real_size_machines_run_reference_against_reference(machine):
     assert result.steps > 0
 
 
+@pytest.mark.reference_only
 @pytest.mark.parametrize("block_size", [16, 32])
 def test_v1_windows_cover_every_residue_and_every_group_order(block_size):
     """Catches: window draws that miss a residue of the window modulo the block size (the
@@ -30,6 +32,7 @@ def test_v1_windows_cover_every_residue_and_every_group_order(block_size):
         find(lc.long_v1_configs("v0.33.0", True), lambda c, order=order: [g["kind"] for g in c["groups"]] == order)
 
 
+@pytest.mark.reference_only
 def test_v1_pools_reach_real_sizes():
     """Catches: a 'real-size' property whose draws never reach a 100k-block pool or a pool that
     barely fits one 128k-token request."""
@@ -39,6 +42,7 @@ def test_v1_pools_reach_real_sizes():
     assert tight["num_blocks"] - 1 >= 131072 // tight["block_size"]
 
 
+@pytest.mark.reference_only
 def test_v0_windows_cover_every_residue():
     """Catches: V0 window draws that miss a residue modulo the block size (the sliding-window cap
     over-counts when W mod block_size == 1)."""
@@ -83,6 +87,7 @@ def test_v0_long_sequence_in_lockstep_with_vllm(blocks, enable_caching):
     assert applied == len(trace["ops"])
 
 
+@pytest.mark.reference_only
 @pytest.mark.parametrize("blocks", [1024, 8192])
 def test_v0_long_sequence_reference_against_reference(blocks):
     """Catches: the same real-size V0 failures without vLLM (the dev environment's run)."""

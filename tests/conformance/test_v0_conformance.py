@@ -26,6 +26,7 @@ def _vllm_v0_or_skip() -> None:
         unavailable(str(err), "v0.")
 
 
+@pytest.mark.reference_only
 @pytest.mark.parametrize("machine", [v0.V0LifecycleSelfMachine, v0.V0PrefixCachingSelfMachine],
                          ids=["lifecycle", "prefix_caching"])
 def test_machine_reference_against_reference(machine):

@@ -75,6 +75,7 @@ def test_trace_replays_against_vllm(path):
 
 
 # -- reference against reference (dev environment) --------------------------------------------
+@pytest.mark.reference_only
 @pytest.mark.parametrize("machine", [v1.V1ReferencePeerLifecycle, v1.V1ReferencePeerSlidingWindow],
                          ids=lambda m: m.__name__)
 def test_machine_reference_against_reference(machine):
