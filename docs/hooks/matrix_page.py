@@ -58,6 +58,14 @@ def change_log() -> list[tuple[type, object]]:
     return [(record, change) for record, log in LOGS.items() for change in log]
 
 
+def not_fields(version: str) -> list:
+    """The change log's differences at ``version`` that are deliberately not fields (out of the
+    reference's scope, or a change of representation), each with its reason."""
+    from conformance.changelog import NOT_FIELDS
+
+    return [note for note in NOT_FIELDS if note.first == version]
+
+
 def release_key(version: str) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", version)]
 
@@ -245,6 +253,9 @@ def release_details(version: str, entry: dict, fresh: tuple[str, str], changes: 
         out.append("\n".join(env) + "\n")
     if changes:
         out.append(f"Changed at this release: {change_links(version, changes)}.\n")
+    for note in not_fields(version):
+        out.append(f"- *Not a field ({note.kind}):* {_cell(note.what)} Why: {_cell(note.why)} "
+                   f"({_cell(note.upstream)})")
     rows = [(n, p) for n, p in entry["properties"].items() if p["status"] != "passed"]
     if rows:
         # Properties the release lacks for one shared reason are one row.

@@ -285,3 +285,15 @@ def test_v0_liveness_table_renders_the_committed_probe() -> None:
                for c in probe["configs"].values()), "the page's prose says nothing is forked or copied"
     assert all((c["run"]["blocks_swapped_out"] > 0) == any("swap" in s for s in c["settings"])
                for c in probe["configs"].values()), "the page's prose says only the swap setting swaps"
+
+
+def test_a_release_lists_the_differences_that_are_not_fields():
+    """Catches: 0.34.0's out-of-scope differences (the per-request hit limit, evict_first frees, ...)
+    recorded in the change log but never shown beside its verdicts, so a reader of the releases
+    page takes "nothing changed at 0.34.0" for the whole story."""
+    from docs.hooks.matrix_page import release_details
+
+    entry = {"release": "0.34.0", "summary": {}, "properties": {}}
+    text = "\n".join(release_details("0.34.0", entry, ("unknown", "no commit recorded"), []))
+    assert "Not a field (out of scope)" in text and "prefix_cache_hit_limit" in text
+    assert "Not a field (representation)" in text
