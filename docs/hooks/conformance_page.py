@@ -14,11 +14,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from docs.hooks.marks import icon_symbols, mark
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
+
+from docs.hooks.marks import icon_symbols, mark
 
 PAGE = "conformance.md"
 MARKER = "CONFORMANCE-STATUS"

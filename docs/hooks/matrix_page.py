@@ -21,11 +21,12 @@ import re
 import subprocess
 from pathlib import Path
 
-from docs.hooks.marks import MARKS, icon_symbols, mark
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
+
+from docs.hooks.marks import icon_symbols, mark
 
 PAGE = "releases.md"
 MARKER = "RELEASE-MATRIX"
