@@ -51,7 +51,7 @@ def request_filler_args(request_cls) -> dict[str, Any]:
     """The arguments a text-only ``Request`` needs besides its id, tokens, sampling parameters,
     LoRA and salt, read from the installed signature: None for each required multimodal argument,
     ``pooling_params=None`` where it is a parameter (0.9.2 on), ``arrival_time=0.0`` where it is
-    required (0.8.5.post1 and 0.9.0 require it, v0.9.0 vllm/v1/request.py:31; 0.9.1 has none,
+    required (0.8.5.post1 and 0.9.0 require it, v0.9.0 vllm/v1/request.py:29; 0.9.1 has none,
     v0.9.1 vllm/v1/request.py:30-31; 0.9.2 on give it a default)."""
     filler: dict[str, Any] = dict.fromkeys(multimodal_request_args(request_cls), None)
     if "pooling_params" in _parameters(request_cls.__init__):

@@ -6,8 +6,8 @@ two shapes, told apart by ``allocate_slots``' signature:
 * 0.8.x: the block table, cached-block count and hash list live on the manager itself,
   ``get_computed_blocks`` returns a plain list of blocks, and ``allocate_slots(request,
   num_tokens, new_computed_blocks, num_lookahead_tokens)`` takes that list (the hit length is
-  ``len(list) * block_size``) and returns a list or None (v0.8.5.post1
-  vllm/v1/core/kv_cache_manager.py:92-170);
+  ``len(list) * block_size``) and returns a list or None
+  (v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:92-170);
 * 0.9.0: the table lives on ``manager.single_type_manager``, and ``get_computed_blocks`` and
   ``allocate_slots(request, num_new_tokens, num_new_computed_tokens, new_computed_blocks, ...,
   delay_cache_blocks)`` take and return a one-group ``KVCacheBlocks`` whose ``blocks`` is a flat
