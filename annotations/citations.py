@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations.model import UNSTAMPED_HASH, range_hash, upstream_lines
+from upstream.releases import V0_RELEASE, V1_RELEASE
 
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
 Lister = Callable[[str], list[str]]  # version -> every file path in the release
@@ -88,7 +89,7 @@ class Citation:
 
 def default_version(source: Path) -> str:
     """The release a legacy citation without a version means, from the citing file's folder."""
-    return "0.10.2" if "v0" in Path(source).parts else "0.33.0"
+    return V0_RELEASE if "v0" in Path(source).parts else V1_RELEASE
 
 
 def _fenced(lines: list[str]) -> list[bool]:

@@ -24,9 +24,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from upstream.releases import PINNED
+
 STATUSES = ("default", "models", "setting", "unreached")
 #: Releases whose every note must carry a reachability status (its own or its file's default).
-REQUIRED_FOR = ("0.10.2", "0.33.0")
+REQUIRED_FOR = PINNED
 #: Statuses whose why must carry an upstream citation: the callers (``unreached``) or the code that
 #: selects the mechanism for the models named (``models``).
 CITING = ("models", "unreached")

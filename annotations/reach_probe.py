@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
+from upstream.releases import V0_RELEASE
 
-VERSION = "0.10.2"
+VERSION = V0_RELEASE
 REPORT = ANNOTATIONS_ROOT / f"reach-probe-{VERSION}.json"
 #: Upstream files whose lines are recorded (a trailing ``/`` is a folder).
 TRACED = ("vllm/core/block_manager.py", "vllm/core/evictor.py", "vllm/core/block/")

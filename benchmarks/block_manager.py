@@ -46,6 +46,7 @@ from benchmarks.traces import APPEND, FREE, OP_NAMES, PREEMPT, SCHEDULE, WORKLOA
 from conformance.changelog import policy_named
 from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import hash_text
+from upstream.releases import V1_RELEASE, policy_name
 
 __all__ = ["ReferenceSide", "VllmSide", "compare_books", "installed_vllm", "main", "measure", "timed_replay"]
 
@@ -216,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000, help="requests per trace")
     parser.add_argument("--traces", default="all", help=f"comma-separated subset of {', '.join(WORKLOADS)}")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--policy", default="v0.33.0", help="reference policy when vLLM is absent")
+    parser.add_argument("--policy", default=policy_name(V1_RELEASE), help="reference policy when vLLM is absent")
     parser.add_argument("--json", help="write the results as JSON to this path")
     parser.add_argument("--profile", action="store_true", help="also cProfile one replay per side and trace")
     args = parser.parse_args(argv)

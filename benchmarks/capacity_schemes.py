@@ -22,9 +22,10 @@ from benchmarks.workload import Request
 from conformance.changelog import v1_policy_at
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.specs import FullAttention
+from upstream.releases import V1_RELEASE
 
-# The policies of the two pinned releases, computed by the change log.
-V1_V0_33_0 = v1_policy_at("0.33.0")
+# The V1 policy of the pinned V1 release, computed by the change log.
+V1_PINNED = v1_policy_at(V1_RELEASE)
 
 
 class ReservationScheme:
@@ -83,7 +84,7 @@ class PagedScheme:
         num_blocks = capacity // block_size
         # +1: block 0 is the null block, never handed out, as in vLLM.
         self.manager = KVCacheManager([FullAttention(block_size)], num_blocks + 1, max_len + 1,
-                                      V1_V0_33_0, enable_caching=False)
+                                      V1_PINNED, enable_caching=False)
         self.capacity = num_blocks * block_size
         self.tokens: dict[int, int] = {}  # rid -> slots allocated so far
 

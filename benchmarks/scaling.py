@@ -43,6 +43,7 @@ from benchmarks.traces import SCHEDULE, VOCAB, Workload, record_trace
 from benchmarks.traces_v0 import OP_NAMES as V0_OP_NAMES
 from benchmarks.traces_v0 import V0Settings, record_v0_trace
 from conformance.changelog import policy_named
+from upstream.releases import V1_RELEASE, policy_name
 
 CONTEXTS = (4096, 16384, 65536, 131072)
 BLOCK_SIZE = 16
@@ -155,7 +156,7 @@ def choose(generation: str) -> tuple[str, list[Any], str, str]:
     if generation == "v0":
         return "v0", [v0_bench.ReferenceV0Side()] + ([v0_bench.VllmV0Side()] if with_vllm else []), "v0", found
     vllm_policy, found = v1_bench.installed_vllm()
-    policy = policy_named(vllm_policy or "v0.33.0")
+    policy = policy_named(vllm_policy or policy_name(V1_RELEASE))
     return "v1", v1_bench.vllm_sides(policy, vllm_policy), policy.name, found
 
 

@@ -16,6 +16,7 @@ from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
 from reference.blocks.policies import V0Policy
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
+from upstream.releases import V0_RELEASE, policy_name
 
 # Error categories both adapters agree on.
 KEY_ERROR = "key_error"          # unknown sequence or block (vLLM: KeyError)
@@ -54,7 +55,7 @@ class ReferenceV0System:
             block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
             num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
             sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"],
-            policy=policy_named(config.get("policy", "v0.10.2"), V0Policy))
+            policy=policy_named(config.get("policy", policy_name(V0_RELEASE)), V0Policy))
         self.seqs: dict[int, _Seq] = {}
         self.groups: dict[str, list[int]] = {}
 

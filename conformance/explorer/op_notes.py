@@ -23,14 +23,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_V1 = "v0.33.0/vllm/v1/core/"
-_V0 = "v0.10.2/vllm/core/"
+from upstream.releases import V0_RELEASE, V1_RELEASE, policy_name
+
+_V1 = f"v{V1_RELEASE}/vllm/v1/core/"
+_V0 = f"v{V0_RELEASE}/vllm/core/"
 
 #: semantics -> annotated release -> op -> notes (``v<release>/<upstream path>#<note id>``), the
 #: call's own note first.
 OP_NOTES: dict[str, dict[str, dict[str, list[str]]]] = {
     "v1": {
-        "0.33.0": {
+        V1_RELEASE: {
             "add_request": [_V1 + "kv_cache_utils.py#kv_cache_utils.request_block_hasher",
                             _V1 + "kv_cache_utils.py#kv_cache_utils.hash_block_tokens"],
             "get_computed_blocks": [_V1 + "kv_cache_manager.py#kv_cache_manager.get_computed_blocks",
@@ -54,7 +56,7 @@ OP_NOTES: dict[str, dict[str, dict[str, list[str]]]] = {
         },
     },
     "v0": {
-        "0.10.2": {
+        V0_RELEASE: {
             "num_cached_tokens": [_V0 + "block_manager.py#block_manager.get_num_cached_tokens",
                                   _V0 + "block/prefix_caching_block.py#prefix_caching_block.computed_blocks_tracker.get_num_cached_tokens"],
             "can_allocate": [_V0 + "block_manager.py#block_manager.can_allocate.required_blocks",
@@ -146,7 +148,7 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 def trace_release(trace: dict) -> str:
     """The vLLM release a trace was recorded at: its config's policy (V0 without one: 0.10.2)."""
-    policy = trace.get("config", {}).get("policy") or ("v0.10.2" if trace.get("semantics") == "v0" else "")
+    policy = trace.get("config", {}).get("policy") or (policy_name(V0_RELEASE) if trace.get("semantics") == "v0" else "")
     return policy.lstrip("v")
 
 

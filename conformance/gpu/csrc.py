@@ -13,7 +13,9 @@ import os
 import tarfile
 from pathlib import Path
 
-VERSION = "0.10.2"
+from upstream.releases import V0_RELEASE
+
+VERSION = V0_RELEASE
 REQUIRED = ("attention/attention_kernels.cuh", "cache_kernels.cu", "cuda_compat.h")
 
 

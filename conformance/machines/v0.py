@@ -32,6 +32,7 @@ from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
+from upstream.releases import V0_RELEASE, policy_name
 
 SEMANTICS = "v0"
 ALPHABET = st.integers(0, 3)
@@ -63,7 +64,7 @@ def make_systems(config: dict):
 def target_policy(against: str | None) -> str:
     """The V0Policy the reference runs: the installed vLLM's, or v0.10.2's against itself."""
     if against == "reference":
-        return "v0.10.2"
+        return policy_name(V0_RELEASE)
     from conformance.versions import installed_v0_policy_name
 
     return installed_v0_policy_name()

@@ -27,12 +27,13 @@ from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 from docs.hooks.marks import icon_symbols, mark
+from upstream.releases import V0_RELEASE
 
 PAGE = "releases.md"
 MARKER = "RELEASE-MATRIX"
 MATRIX = Path("conformance") / "reports" / "matrix.json"
 LIVENESS_MARKER = "V0-LIVENESS"
-PROBE = Path("annotations") / "reach-probe-0.10.2.json"
+PROBE = Path("annotations") / f"reach-probe-{V0_RELEASE}.json"
 WORD = {"passed": "passed", "failed": "failed", "not_applicable": "not applicable"}
 # Property groups, most informative first: (title, column heading, which property names belong to it).
 GROUPS = (

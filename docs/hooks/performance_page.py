@@ -28,6 +28,8 @@ from pathlib import Path, PurePosixPath
 
 from mkdocs.exceptions import PluginError
 
+from upstream.releases import V0_RELEASE, V1_RELEASE
+
 PAGE = "performance.md"
 MARKER = "PERFORMANCE-RESULTS"
 RESULTS_DIR = PurePosixPath("benchmarks/results")
@@ -64,13 +66,13 @@ class Bench:
 
 
 BENCHES = (
-    Bench("block_manager-vllm-0.33.0.json", "V1 page manager: reference vs vLLM 0.33.0 `KVCacheManager`",
-          "benchmarks.block_manager", "0.33.0", "ops"),
-    Bench("block_manager-vllm-0.10.2.json", "V1 page manager: reference vs vLLM 0.10.2 `KVCacheManager`",
-          "benchmarks.block_manager", "0.10.2", "ops"),
-    Bench("block_manager_v0-vllm-0.10.2.json",
-          "V0 block manager: reference vs vLLM 0.10.2 `SelfAttnBlockSpaceManager`",
-          "benchmarks.block_manager_v0", "0.10.2", "manager calls", untimed=("step",)),
+    Bench(f"block_manager-vllm-{V1_RELEASE}.json", f"V1 page manager: reference vs vLLM {V1_RELEASE} `KVCacheManager`",
+          "benchmarks.block_manager", V1_RELEASE, "ops"),
+    Bench(f"block_manager-vllm-{V0_RELEASE}.json", f"V1 page manager: reference vs vLLM {V0_RELEASE} `KVCacheManager`",
+          "benchmarks.block_manager", V0_RELEASE, "ops"),
+    Bench(f"block_manager_v0-vllm-{V0_RELEASE}.json",
+          f"V0 block manager: reference vs vLLM {V0_RELEASE} `SelfAttnBlockSpaceManager`",
+          "benchmarks.block_manager_v0", V0_RELEASE, "manager calls", untimed=("step",)),
 )
 
 
@@ -356,10 +358,10 @@ class ScalingBench:
 
 
 SCALING = (
-    ScalingBench("scaling-vllm-0.33.0.json", "Long contexts, V1: reference vs vLLM 0.33.0 `KVCacheManager`",
-                 "0.33.0"),
-    ScalingBench("scaling-vllm-0.10.2.json",
-                 "Long contexts, V0: reference vs vLLM 0.10.2 `SelfAttnBlockSpaceManager`", "0.10.2"),
+    ScalingBench(f"scaling-vllm-{V1_RELEASE}.json", f"Long contexts, V1: reference vs vLLM {V1_RELEASE} `KVCacheManager`",
+                 V1_RELEASE),
+    ScalingBench(f"scaling-vllm-{V0_RELEASE}.json",
+                 f"Long contexts, V0: reference vs vLLM {V0_RELEASE} `SelfAttnBlockSpaceManager`", V0_RELEASE),
 )
 
 

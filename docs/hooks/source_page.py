@@ -28,6 +28,7 @@ from typing import Protocol
 from annotations import cite
 from annotations.model import AnnotationFile, Note, is_blank, range_hash, upstream_lines
 from docs.hooks.code_lines import highlight_lines
+from upstream.releases import V0_RELEASE, V1_RELEASE
 
 UPSTREAM_REPO = "https://github.com/vllm-project/vllm"
 
@@ -139,21 +140,21 @@ def coverage_percent(annotation: AnnotationFile, data: bytes) -> float:
 
 def status_text(version: str, path: str) -> str:
     """What became of this upstream file after the pinned release, in careful, checkable words."""
-    if version == "0.10.2" and path.startswith(V0_ENGINE_PREFIXES):
+    if version == V0_RELEASE and path.startswith(V0_ENGINE_PREFIXES):
         return (
-            "This is V0 engine code. Later releases removed the V0 engine: the v0.33.0 source tree "
+            f"This is V0 engine code. Later releases removed the V0 engine: the v{V1_RELEASE} source tree "
             "has no <code>vllm/core/</code> and no V0 attention backends; KV-cache management lives "
             "in <code>vllm/v1/core/</code> there."
         )
-    if version == "0.10.2" and path.startswith(CUDA_KERNEL_PREFIXES):
+    if version == V0_RELEASE and path.startswith(CUDA_KERNEL_PREFIXES):
         return (
             "This is the CUDA paged-attention kernel code that V0-era attention backends called. "
             "In this same release the V1 engine's GPU backends already computed attention with "
             "other kernels (FlashAttention, FlashInfer, Triton), and these files are no longer in "
-            "the v0.33.0 source tree."
+            f"the v{V1_RELEASE} source tree."
         )
-    if version == "0.10.2":
-        return "This is the older pinned release; the file may differ in v0.33.0."
+    if version == V0_RELEASE:
+        return f"This is the older pinned release; the file may differ in v{V1_RELEASE}."
     return "This is the newer pinned release, with the V1 engine only."
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from annotations.model import SEE_TARGET, AnnotationFile, AnnotationFormatError, annotation_paths, parse
 from docs.hooks.source_page import AnnotatedSourceError, page_src_uri, segments, verify_upstream
+from upstream.releases import V0_RELEASE, V1_RELEASE
 
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
 
 #: Navigation sections of "Annotated sources", in display order.
-SECTION_ORDER = ("V0 @ v0.10.2", "V1 @ v0.10.2", "V1 @ v0.33.0", "CUDA kernels")
+SECTION_ORDER = (f"V0 @ v{V0_RELEASE}", f"V1 @ v{V0_RELEASE}", f"V1 @ v{V1_RELEASE}", "CUDA kernels")
 
 #: A Markdown link to a note, as annotations write it: ``](v0.10.2/vllm/core/x.py#note.id)``.
 CITATION = re.compile(r"\]\((?P<path>v[0-9]+\.[0-9]+\.[0-9]+/[^)#\s]+)(?:#(?P<id>[^)\s]*))?\)")
@@ -32,8 +33,8 @@ def section_of(annotation: AnnotationFile) -> str:
     """The navigation section an annotated file belongs to."""
     if annotation.upstream.startswith("csrc/"):
         return "CUDA kernels"
-    if annotation.version == "0.10.2":
-        return "V1 @ v0.10.2" if annotation.upstream.startswith("vllm/v1/") else "V0 @ v0.10.2"
+    if annotation.version == V0_RELEASE:
+        return f"V1 @ v{V0_RELEASE}" if annotation.upstream.startswith("vllm/v1/") else f"V0 @ v{V0_RELEASE}"
     return f"V1 @ v{annotation.version}"
 
 

