@@ -33,6 +33,7 @@ from annotations import drift, model
 from annotations.model import AnnotationFile
 from docs.hooks import drift_view
 from docs.hooks.compare_page import compare_src_uri
+from docs.hooks.page_markers import replace_marker
 from docs.hooks.reach_badge import legend_html, note_badge_html
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
@@ -118,7 +119,7 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
         link = get_relative_url(entry.src_uri, INDEX_PAGE)
         rows.append(f"| [`{ann.upstream}`]({link}) | v{ann.version} | {len(ann.notes)} | {ann.title} |")
     table = "\n".join(rows) if _sources.entries else "*No annotation files yet.*"
-    return markdown_text.replace(INDEX_MARKER, table)
+    return replace_marker(markdown_text, INDEX_MARKER, table, INDEX_PAGE)
 
 
 class _PageLinks:

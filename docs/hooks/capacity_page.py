@@ -12,6 +12,8 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from docs.hooks.page_markers import replace_marker
+
 PAGE = "capacity.md"
 MARKER = "CAPACITY-TABLE"
 DATA = Path("docs/assets/capacity/capacity.json")
@@ -41,10 +43,10 @@ def capacity_table(data: dict) -> str:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.src_uri != PAGE:
         return markdown
-    if MARKER not in markdown:
-        raise PluginError(f"{PAGE}: the {MARKER} marker is missing")
+    if MARKER not in markdown:  # said before the data is read
+        replace_marker(markdown, MARKER, "", PAGE)
     try:
         data = json.loads(DATA.read_text())
     except (OSError, ValueError) as err:
         raise PluginError(f"{PAGE}: cannot read {DATA}: {err}") from err
-    return markdown.replace(MARKER, capacity_table(data))
+    return replace_marker(markdown, MARKER, capacity_table(data), PAGE)

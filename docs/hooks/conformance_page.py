@@ -20,6 +20,7 @@ from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 from docs.hooks.marks import icon_symbols, mark
+from docs.hooks.page_markers import replace_marker, repo_root
 
 PAGE = "conformance.md"
 MARKER = "CONFORMANCE-STATUS"
@@ -151,13 +152,13 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     """Replace the marker on the conformance page with the current status."""
     if page.file.src_uri != PAGE:
         return markdown_text
-    root = Path(config.config_file_path).resolve().parent
+    root = repo_root(config)
     try:
         reports = latest_reports(root / REPORTS)
     except ReportError as err:
         raise PluginError(f"conformance page: {err}") from None
     body = with_gpu_lane(status_markdown(reports, registered_properties()), root)
-    return markdown_text.replace(MARKER, icon_symbols() + lanes_markdown(reports, root) + "\n" + body)
+    return replace_marker(markdown_text, MARKER, icon_symbols() + lanes_markdown(reports, root) + "\n" + body, PAGE)
 
 
 def with_gpu_lane(body: str, root: Path) -> str:

@@ -27,6 +27,7 @@ from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 from docs.hooks.marks import icon_symbols, mark
+from docs.hooks.page_markers import replace_marker, repo_root
 from upstream.releases import V0_RELEASE
 
 PAGE = "releases.md"
@@ -350,13 +351,13 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     """Replace the marker on the releases page with the matrix."""
     if page.file.src_uri != PAGE:
         return markdown_text
-    root = Path(config.config_file_path).resolve().parent
+    root = repo_root(config)
     try:
         releases = read_matrix(root / MATRIX)
     except MatrixError as err:
         raise PluginError(f"releases page: {err}") from None
     fresh = freshness(releases, root, harness_paths(root / MATRIX))
-    markdown_text = markdown_text.replace(MARKER, matrix_markdown(releases, change_log(), fresh))
+    markdown_text = replace_marker(markdown_text, MARKER, matrix_markdown(releases, change_log(), fresh), PAGE)
     if LIVENESS_MARKER in markdown_text:
         try:
             probe = json.loads((root / PROBE).read_text())

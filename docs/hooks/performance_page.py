@@ -26,8 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from mkdocs.exceptions import PluginError
-
+from docs.hooks.page_markers import replace_marker, repo_root
 from upstream.releases import V0_RELEASE, V1_RELEASE
 
 PAGE = "performance.md"
@@ -319,12 +318,9 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     """Replace the marker on the performance page with the tables."""
     if page.file.src_uri != PAGE:
         return markdown
-    if MARKER not in markdown:
-        raise PluginError(f"{PAGE}: the {MARKER} marker is missing")
-    config_file = getattr(config, "config_file_path", None) if config is not None else None
-    root = Path(config_file).resolve().parent if config_file else Path()
-    return markdown.replace(MARKER, results_markdown(root) + "\n" + scaling_markdown(root) + "\n"
-                            + gpu_lane_markdown(root))
+    root = repo_root(config)
+    return replace_marker(markdown, MARKER, results_markdown(root) + "\n" + scaling_markdown(root) + "\n"
+                          + gpu_lane_markdown(root), PAGE)
 
 
 def gpu_lane_markdown(root: Path) -> str:

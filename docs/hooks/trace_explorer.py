@@ -38,6 +38,7 @@ from conformance.explorer.exercises import trace_questions
 from conformance.explorer.op_notes import NoteRef
 from conformance.explorer.page import SCRIPT, STYLE, explorer_data, explorer_html, op_links, resolved_questions
 from conformance.explorer.steps import replay
+from docs.hooks.page_markers import replace_marker
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_page import page_src_uri
 from docs.hooks.trace_steps import SEED_FIFTH_TOKEN_SLUG, TraceSpec, corpus_specs
@@ -165,7 +166,8 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
         link = get_relative_url(trace_src_uri(slug), INDEX_PAGE)
         sets.append(f"| [{topic}]({link}#exercise) | {titles[slug]} | {len(_questions[slug])} | "
                     f"[{home}]({get_relative_url(home, INDEX_PAGE)}) |")
-    return markdown_text.replace(EXERCISES_MARKER, "\n".join(sets)).replace(INDEX_MARKER, "\n".join(rows))
+    markdown_text = replace_marker(markdown_text, EXERCISES_MARKER, "\n".join(sets), INDEX_PAGE)
+    return replace_marker(markdown_text, INDEX_MARKER, "\n".join(rows), INDEX_PAGE)
 
 
 def _url(files: Files, src_uri: str, page: Page) -> str | None:

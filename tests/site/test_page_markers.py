@@ -1,0 +1,28 @@
+"""The hooks' shared marker replacement and root finding (``docs/hooks/page_markers.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from mkdocs.exceptions import PluginError
+
+from docs.hooks.page_markers import replace_marker, repo_root
+
+
+def test_missing_marker_is_an_error_naming_page_and_marker():
+    """Catches: a page whose marker was deleted or misspelt built silently without its generated part."""
+    with pytest.raises(PluginError, match=r"conformance\.md: the CONFORMANCE-STATUS marker is missing"):
+        replace_marker("no marker here", "CONFORMANCE-STATUS", "table", "conformance.md")
+    assert replace_marker("a\n\nMARK\n\nb", "MARK", "table", "p.md") == "a\n\ntable\n\nb"
+
+
+def test_root_is_the_folder_of_mkdocs_yml_never_the_working_directory(tmp_path):
+    """Catches: a hook reading reports from the working directory (or another guess) instead of the
+    repository whose mkdocs.yml is being built, and a configuration without one passing silently."""
+    assert repo_root(SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"))) == tmp_path.resolve()
+    for config in (None, SimpleNamespace(), SimpleNamespace(config_file_path=None)):
+        with pytest.raises(PluginError, match="names no mkdocs.yml"):
+            repo_root(config)
+    assert repo_root(SimpleNamespace(config_file_path="mkdocs.yml")) == Path.cwd().resolve()
