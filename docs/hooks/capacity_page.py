@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-from docs.hooks.page_markers import replace_marker
+from docs.hooks.page_markers import replace_marker, repo_root
 
 PAGE = "capacity.md"
 MARKER = "CAPACITY-TABLE"
@@ -46,7 +46,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if MARKER not in markdown:  # said before the data is read
         replace_marker(markdown, MARKER, "", PAGE)
     try:
-        data = json.loads(DATA.read_text())
+        data = json.loads((repo_root(config) / DATA).read_text())
     except (OSError, ValueError) as err:
         raise PluginError(f"{PAGE}: cannot read {DATA}: {err}") from err
     return replace_marker(markdown, MARKER, capacity_table(data), PAGE)

@@ -1,12 +1,16 @@
 """The capacity page hook: the table comes from the experiment's JSON, never typed by hand."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from mkdocs.exceptions import PluginError
 
 from docs.hooks import capacity_page
+
+# The repository's own build configuration: the hook reads its data from the folder of mkdocs.yml.
+CONFIG = SimpleNamespace(config_file_path=str(Path(__file__).resolve().parents[2] / "mkdocs.yml"))
 
 
 def outcome(scheme, usage, conc):
@@ -32,11 +36,11 @@ def test_hook_fails_without_marker_or_data(tmp_path, monkeypatch):
     the strict build)."""
     page = SimpleNamespace(file=SimpleNamespace(src_uri="capacity.md"))
     with pytest.raises(PluginError, match="marker"):
-        capacity_page.on_page_markdown("no marker here", page, None, None)
+        capacity_page.on_page_markdown("no marker here", page, CONFIG, None)
     monkeypatch.setattr(capacity_page, "DATA", tmp_path / "missing.json")
     with pytest.raises(PluginError, match="cannot read"):
-        capacity_page.on_page_markdown("CAPACITY-TABLE", page, None, None)
+        capacity_page.on_page_markdown("CAPACITY-TABLE", page, CONFIG, None)
     (tmp_path / "d.json").write_text(json.dumps({"requests": 1, "workload": "w", "max_len": 2,
                                                  "kv_slots": 3, "outcomes": [outcome("max", 1.0, 1.0)]}))
     monkeypatch.setattr(capacity_page, "DATA", tmp_path / "d.json")
-    assert "| max |" in capacity_page.on_page_markdown("CAPACITY-TABLE", page, None, None)
+    assert "| max |" in capacity_page.on_page_markdown("CAPACITY-TABLE", page, CONFIG, None)
