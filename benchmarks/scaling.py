@@ -33,13 +33,14 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from benchmarks import block_manager as v1_bench
 from benchmarks import block_manager_v0 as v0_bench
-from benchmarks.harness import Run, TraceResult, align, measure, profile_side, replay
+from benchmarks.harness import Diverged, Run, TraceResult, align, measure, profile_side, replay
+from benchmarks.traces import FREE, SCHEDULE, VOCAB, Trace, Workload, record_trace, reference_manager
 from benchmarks.traces import OP_NAMES as V1_OP_NAMES
-from benchmarks.traces import SCHEDULE, VOCAB, Workload, record_trace
 from benchmarks.traces_v0 import OP_NAMES as V0_OP_NAMES
 from benchmarks.traces_v0 import V0Settings, record_v0_trace
 from conformance.changelog import policy_named
@@ -98,16 +99,22 @@ def per_call_us(result: TraceResult, label: str, op: str) -> float | None:
     return statistics.median(seconds) / calls * 1e6
 
 
-def context_entry(context: int, trace: Any, result: TraceResult, labels: Sequence[str],
-                  memory: dict[str, int], pool: int) -> dict:
-    ops = {}
-    for op in sorted(result.op_calls):
+def op_entries(result: TraceResult, labels: Sequence[str], ops: Sequence[str]) -> dict[str, dict]:
+    """Per op kind: timed calls per replay, microseconds per call on each side, their ratio."""
+    out = {}
+    for op in ops:
         entry: dict[str, Any] = {"calls": result.op_calls[op]}
         for label in labels:
             entry[f"{label}_us"] = per_call_us(result, label, op)
         if len(labels) == 2 and all(entry[f"{label}_us"] for label in labels):
             entry["ratio_vllm_over_reference"] = entry["vllm_us"] / entry["reference_us"]
-        ops[op] = entry
+        out[op] = entry
+    return out
+
+
+def context_entry(context: int, trace: Any, result: TraceResult, labels: Sequence[str],
+                  memory: dict[str, int], pool: int) -> dict:
+    ops = op_entries(result, labels, sorted(result.op_calls))
     return {"context": context, "num_ops": len(trace.ops), "ops": ops, "problems": result.problems,
             "peak_bytes": memory, "peak_bytes_per_block": {k: v / pool for k, v in memory.items()},
             "cpu_seconds": result.seconds}
@@ -148,6 +155,138 @@ def format_entries(entries: Sequence[dict], labels: Sequence[str]) -> str:
     return align(rows)
 
 
+# -- one long prefix hit: the lookup and the allocation after it, timed apart ----------------------
+# Op codes of a hit trace, beside benchmarks.traces' SCHEDULE and FREE (which the sides already know).
+HIT_LOOKUP = "hit_lookup"  # (HIT_LOOKUP, request index, hit tokens recorded)
+HIT_ALLOCATE = "hit_allocate"  # (HIT_ALLOCATE, request index, num_new_tokens, expected_ok)
+HIT_OP_NAMES = {HIT_LOOKUP: "full_hit_lookup", HIT_ALLOCATE: "full_hit_allocate"}
+HIT_LOOKUPS = 8  # full hits per replay
+
+
+def hit_pool_blocks(context: int) -> int:
+    """Twice the blocks one request of ``context`` tokens holds, plus the null block."""
+    return 2 * -(-context // BLOCK_SIZE) + 1
+
+
+def record_hit_trace(context: int, lookups: int, policy_name: str, seed: int) -> Trace:
+    """One request of ``context`` tokens prefilled and freed, then ``lookups`` requests with the same
+    prompt, each a full prefix hit: looked up, allocated (the last block is recomputed), freed.
+
+    The freed blocks keep their hashes in the free queue, so every lookup finds the whole prompt
+    but its last block and every allocation revives those blocks from the free queue -- the work
+    a scheduler does when a long conversation comes back. Recorded against the reference; a
+    lookup that does not hit every block but the last is refused, since it would time less work.
+    """
+    rng = random.Random(f"scaling-hit:{context}:{seed}")
+    prompt = tuple(rng.choices(range(1, VOCAB), k=context))
+    prompts = (prompt,) * (lookups + 1)
+    pool = hit_pool_blocks(context)
+    manager = reference_manager(pool, BLOCK_SIZE, context, policy_named(policy_name))
+    full_hit = (context - 1) // BLOCK_SIZE * BLOCK_SIZE  # the lookup is capped at num_tokens - 1
+    ops: list[tuple] = []
+    for index, tokens in enumerate(prompts):
+        rid = f"req-{index}"
+        manager.add_request(rid, list(tokens))
+        hit = manager.get_computed_blocks(rid)
+        if hit.num_tokens != (0 if index == 0 else full_hit):
+            raise ValueError(f"request {index} hit {hit.num_tokens} tokens of {context}, expected {full_hit}")
+        n = context - hit.num_tokens
+        ok = manager.allocate_slots(rid, n, hit.num_tokens, hit) is not None
+        if not ok:
+            raise ValueError(f"a pool of {pool} blocks refused a request of {context} tokens")
+        manager.mark_computed(rid, context)
+        ops += [(SCHEDULE, index, n, True, ok)] if index == 0 else [(HIT_LOOKUP, index, hit.num_tokens),
+                                                                     (HIT_ALLOCATE, index, n, ok)]
+        manager.free(rid)
+        ops.append((FREE, index))
+    counts = {"prefill": 1, "full_hits": lookups, "free": lookups + 1}
+    return Trace(f"hit-{context // 1024}k", prompts, tuple(ops), pool, BLOCK_SIZE, context, policy_name, counts)
+
+
+def hit_op_kind(op: tuple) -> str:
+    """The two timed calls of a full hit by name; the warm-up prefill and the frees by theirs."""
+    return HIT_OP_NAMES.get(op[0]) or v1_op_kind(op)
+
+
+def _expect_hit(got: int, recorded: int) -> None:
+    if got != recorded:
+        raise Diverged(f"the lookup hit {got} tokens; recorded {recorded}")
+
+
+def _expect_outcome(got: Any, ok: bool) -> None:
+    if (got is None) is ok:
+        raise Diverged(f"allocation {'failed' if ok else 'succeeded'}; recorded the opposite")
+
+
+class ReferenceHitSide(v1_bench.ReferenceSide):
+    """The reference side, with a hit's lookup and its allocation as two calls timed apart.
+
+    State: the reference side's own, and each request's lookup answer until its allocation.
+    """
+
+    def prepare(self, trace: Trace) -> tuple[Any, dict[int, Any]]:
+        return super().prepare(trace), {}
+
+    def call(self, prepared: tuple[Any, dict[int, Any]], op: tuple):
+        (manager, ids, _), found = prepared
+        if op[0] == HIT_LOOKUP:
+            return partial(manager.get_computed_blocks, ids[op[1]])
+        if op[0] == HIT_ALLOCATE:
+            hit = found[op[1]]
+            return partial(manager.allocate_slots, ids[op[1]], op[2], hit.num_tokens, hit)
+        return super().call(prepared[0], op)
+
+    def check(self, prepared: tuple[Any, dict[int, Any]], op: tuple, answer: Any) -> None:
+        (manager, ids, _), found = prepared
+        if op[0] == HIT_LOOKUP:
+            _expect_hit(answer.num_tokens, op[2])
+            found[op[1]] = answer
+        elif op[0] == HIT_ALLOCATE:
+            _expect_outcome(answer, op[3])
+            manager.mark_computed(ids[op[1]], found.pop(op[1]).num_tokens + op[2])
+        else:
+            super().check(prepared[0], op, answer)
+
+    def final_state(self, prepared: tuple[Any, dict[int, Any]]) -> dict:
+        return super().final_state(prepared[0])
+
+
+class VllmHitSide(v1_bench.VllmSide):
+    """vLLM's side, with a hit's lookup and its allocation as two calls timed apart."""
+
+    def prepare(self, trace: Trace) -> tuple[Any, dict[int, Any]]:
+        return super().prepare(trace), {}
+
+    def call(self, prepared: tuple[Any, dict[int, Any]], op: tuple):
+        (_, manager, requests), found = prepared
+        if op[0] == HIT_LOOKUP:
+            return partial(manager.get_computed_blocks, requests[op[1]])
+        if op[0] == HIT_ALLOCATE:
+            blocks, num_tokens = found[op[1]][:2]  # later releases answer a third field too
+            return partial(manager.allocate_slots, requests[op[1]], op[2], num_tokens, blocks)
+        return super().call(prepared[0], op)
+
+    def check(self, prepared: tuple[Any, dict[int, Any]], op: tuple, answer: Any) -> None:
+        (system, _, requests), found = prepared
+        if op[0] == HIT_LOOKUP:
+            _expect_hit(answer[1], op[2])
+            found[op[1]] = answer
+        elif op[0] == HIT_ALLOCATE:
+            _expect_outcome(answer, op[3])
+            system.advance_after_allocation(requests[op[1]], found.pop(op[1])[1] + op[2])
+        else:
+            super().check(prepared[0], op, answer)
+
+    def final_state(self, prepared: tuple[Any, dict[int, Any]]) -> dict:
+        return super().final_state(prepared[0])
+
+
+def hit_sides(sides: Sequence[Any]) -> list[Any]:
+    """The V1 sides, each able to time a hit's two calls apart."""
+    kinds = {v1_bench.ReferenceSide: ReferenceHitSide, v1_bench.VllmSide: VllmHitSide}
+    return [kinds[type(side)](side.policy) for side in sides]
+
+
 def choose(generation: str) -> tuple[str, list[Any], str, str]:
     """(generation, sides, reference policy name, a sentence saying what was found)."""
     with_vllm, found = v0_bench.installed_vllm()
@@ -167,6 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seqs", type=int, default=4, help="requests per trace")
     parser.add_argument("--decode", type=int, default=256, help="sampled tokens per request")
     parser.add_argument("--chunk", type=int, default=2048, help="prefill tokens per request per step")
+    parser.add_argument("--hits", type=int, default=HIT_LOOKUPS,
+                        help="V1: full prefix hits of one request of each context, their lookup and allocation "
+                             "timed apart (0: none)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--generation", choices=("auto", "v1", "v0"), default="auto")
@@ -176,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     if min(contexts) < 1 or min(args.pool, args.seqs, args.decode, args.chunk, args.repeats) < 1:
         parser.error("contexts, pool, seqs, decode, chunk and repeats must be >= 1")
+    if args.hits < 0:
+        parser.error("hits must be >= 0")
     if args.seqs * (-(-(max(contexts) + args.decode) // BLOCK_SIZE)) > args.pool - 1:
         parser.error(f"{args.seqs} requests of {max(contexts)} tokens do not fit a pool of {args.pool} blocks")
 
@@ -196,11 +340,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                          getattr(trace, "num_timed_ops", None), op_kind)
         memory = {} if result.problems else {side.label: peak_bytes(side, trace) for side in sides}
         entries.append(context_entry(context, trace, result, labels, memory, args.pool))
-        status = "; ".join(result.problems) if result.problems else "same answers and books on every replay"
-        print(f"  {context} tokens done ({time.perf_counter() - began:.0f} s): {status}", flush=True)
         if args.profile:
             for side in sides:
                 profiles[f"{context}/{side.label}"] = profile_side(side, trace)
+        if generation == "v1" and args.hits and not result.problems:
+            print(f"  {context} tokens: timing {args.hits} full prefix hits on a pool of "
+                  f"{hit_pool_blocks(context)} blocks...", flush=True)
+            hit_trace = record_hit_trace(context, args.hits, policy_name, args.seed)
+            with_hits = hit_sides(sides)
+            hits = measure([(side, hit_trace) for side in with_hits], args.repeats, None, None, hit_op_kind)
+            entries[-1]["problems"] += hits.problems
+            if not hits.problems:
+                entries[-1]["ops"].update(op_entries(hits, labels, list(HIT_OP_NAMES.values())))
+            if args.profile:
+                for side in with_hits:
+                    profiles[f"{context}/full hits/{side.label}"] = profile_side(side, hit_trace)
+        problems = entries[-1]["problems"]
+        status = "; ".join(problems) if problems else "same answers and books on every replay"
+        print(f"  {context} tokens done ({time.perf_counter() - began:.0f} s): {status}", flush=True)
     print()
     print(format_entries(entries, labels))
     print("us/call: microseconds of CPU time per manager call (median over repeats); vllm/ref > 1: the "
@@ -215,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = {"found": found, "generation": generation, "policy": policy_name, "sides": labels,
                   "pool_blocks": args.pool, "block_size": BLOCK_SIZE, "seqs": args.seqs, "decode": args.decode,
                   "chunk": args.chunk, "repeats": args.repeats, "seed": args.seed,
+                  "hits": args.hits if generation == "v1" else 0,
                   "python": platform.python_version(), "contexts": entries, "targets_not_met": misses,
                   "profiles": profiles}
         with open(args.json, "w") as handle:
