@@ -98,15 +98,21 @@ class BlockPool:
         return taken
 
     def touch(self, blocks: Iterable[KVBlock]) -> None:
-        """Take one more reference on each block, pulling free ones out of the queue."""
+        """Take one more reference on each block, pulling free ones out of the queue.
+
+        The free ones (``ref_cnt == 0``: queued) are collected and unlinked together afterwards.
+        """
+        revived = []
         for block in blocks:
             if block.is_null:
                 if self.policy.null_block_ref_counted:
                     block.ref_cnt += 1
                 continue
             if block.ref_cnt == 0:
-                self.free_queue.remove(block)
+                revived.append(block)
             block.ref_cnt += 1
+        if revived:
+            self.free_queue.remove_n(revived)
 
     def free_blocks(self, ordered_blocks: Iterable[KVBlock], hashless_to_front: bool | None = None) -> None:
         """Drop one reference from each block; those reaching zero join the free queue.

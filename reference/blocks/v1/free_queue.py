@@ -87,6 +87,22 @@ class FreeBlockQueue:
             raise UnknownBlock(f"block {block.block_id} is not in the free queue")
         self._unlink(block)
 
+    def remove_n(self, blocks: list[KVBlock]) -> None:
+        """Unlink every block of ``blocks`` (each queued, each once) from wherever it is, in one pass.
+
+        A prefix-cache hit revives thousands of free blocks at a long context; this unlinks them
+        with no call per block. A block that is not queued raises UnknownBlock; the blocks before
+        it stay unlinked and the size stays exact.
+        """
+        for block in blocks:
+            predecessor, successor = block.prev_free, block.next_free
+            if predecessor is None or successor is None:
+                raise UnknownBlock(f"block {block.block_id} is not in the free queue")
+            predecessor.next_free = successor
+            successor.prev_free = predecessor
+            block.prev_free = block.next_free = None
+            self._size -= 1
+
     # -- insertion ----------------------------------------------------------------------------
     def append(self, block: KVBlock) -> None:
         """Put ``block`` at the tail (reused last)."""

@@ -72,3 +72,15 @@ def test_misuse_is_refused_without_change():
     with pytest.raises(OutOfBlocks):
         queue.popleft_n(4)
     assert queue.block_ids() == [0, 1, 2]
+
+
+def test_remove_n_unlinks_from_anywhere_and_refuses_an_unqueued_block():
+    """Catches: a bulk unlink (the pool's touch of a long hit) that loses or keeps a neighbour's
+    link, miscounts the size, or accepts a block that is not queued."""
+    blocks = [KVBlock(block_id=i) for i in range(10)]
+    queue = FreeBlockQueue(blocks)
+    queue.remove_n([blocks[7], blocks[0], blocks[4]])
+    assert queue.block_ids() == [1, 2, 3, 5, 6, 8, 9] and len(queue) == 7
+    with pytest.raises(UnknownBlock):
+        queue.remove_n([blocks[1], blocks[4]])
+    assert queue.block_ids() == [2, 3, 5, 6, 8, 9] and len(queue) == 6
