@@ -59,6 +59,31 @@ class BlockPool:
             found.append(next(iter(blocks.values())))
         return found
 
+    def cached_prefix(self, block_hashes: Iterable[Any], group_ids: Sequence[int]) -> list[list[KVBlock]]:
+        """Per group, the first cached block of each hash in turn, up to the first hash a group misses.
+
+        Hashes are chained, so a miss ends every longer prefix too. This is
+        :meth:`get_cached_block` hash after hash, walked here in one loop (a long hit is thousands
+        of hashes); with one group no per-hash list is built.
+        """
+        key, cached = self.group_key, self.cached
+        hit: list[list[KVBlock]] = [[] for _ in group_ids]
+        if len(group_ids) == 1:
+            group_id, run = group_ids[0], hit[0]
+            for block_hash in block_hashes:
+                holders = cached.get(key(block_hash, group_id))
+                if not holders:
+                    break
+                run.append(next(iter(holders.values())))
+            return hit
+        for block_hash in block_hashes:
+            found = self.get_cached_block(block_hash, group_ids)
+            if found is None:
+                break
+            for blocks, block in zip(hit, found):
+                blocks.append(block)
+        return hit
+
     def cache_full_blocks(
         self,
         block_hashes: Sequence[bytes],

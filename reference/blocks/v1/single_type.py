@@ -15,6 +15,7 @@ window with the null block. This module holds those tables and the group-specifi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from reference.blocks.v1.block import KVBlock
 from reference.blocks.v1.block_pool import BlockPool
@@ -33,13 +34,7 @@ def full_attention_hit(
 
     Hashes are chained, so the first miss ends the search: no later block can hit.
     """
-    hit: list[list[KVBlock]] = [[] for _ in group_ids]
-    for block_hash in block_hashes[: max_length // block_size]:
-        cached = pool.get_cached_block(block_hash, group_ids)
-        if cached is None:
-            break
-        for blocks, block in zip(hit, cached):
-            blocks.append(block)
+    hit = pool.cached_prefix(islice(block_hashes, max_length // block_size), group_ids)
     return hit, len(hit[0]) * block_size
 
 
