@@ -221,13 +221,14 @@ def _expect_outcome(got: Any, ok: bool) -> None:
 class ReferenceHitSide(v1_bench.ReferenceSide):
     """The reference side, with a hit's lookup and its allocation as two calls timed apart.
 
-    State: the reference side's own, and each request's lookup answer until its allocation.
+    State: (the reference side's own, each request's lookup answer until its allocation): a
+    wider state than the base side's, so ``prepared`` is typed Any here.
     """
 
-    def prepare(self, trace: Trace) -> tuple[Any, dict[int, Any]]:
+    def prepare(self, trace: Trace) -> Any:
         return super().prepare(trace), {}
 
-    def call(self, prepared: tuple[Any, dict[int, Any]], op: tuple):
+    def call(self, prepared: Any, op: tuple):
         (manager, ids, _), found = prepared
         if op[0] == HIT_LOOKUP:
             return partial(manager.get_computed_blocks, ids[op[1]])
@@ -236,7 +237,7 @@ class ReferenceHitSide(v1_bench.ReferenceSide):
             return partial(manager.allocate_slots, ids[op[1]], op[2], hit.num_tokens, hit)
         return super().call(prepared[0], op)
 
-    def check(self, prepared: tuple[Any, dict[int, Any]], op: tuple, answer: Any) -> None:
+    def check(self, prepared: Any, op: tuple, answer: Any) -> None:
         (manager, ids, _), found = prepared
         if op[0] == HIT_LOOKUP:
             _expect_hit(answer.num_tokens, op[2])
@@ -247,17 +248,20 @@ class ReferenceHitSide(v1_bench.ReferenceSide):
         else:
             super().check(prepared[0], op, answer)
 
-    def final_state(self, prepared: tuple[Any, dict[int, Any]]) -> dict:
+    def final_state(self, prepared: Any) -> dict:
         return super().final_state(prepared[0])
 
 
 class VllmHitSide(v1_bench.VllmSide):
-    """vLLM's side, with a hit's lookup and its allocation as two calls timed apart."""
+    """vLLM's side, with a hit's lookup and its allocation as two calls timed apart.
 
-    def prepare(self, trace: Trace) -> tuple[Any, dict[int, Any]]:
+    State: (vLLM's side's own, each request's lookup answer until its allocation), typed Any.
+    """
+
+    def prepare(self, trace: Trace) -> Any:
         return super().prepare(trace), {}
 
-    def call(self, prepared: tuple[Any, dict[int, Any]], op: tuple):
+    def call(self, prepared: Any, op: tuple):
         (_, manager, requests), found = prepared
         if op[0] == HIT_LOOKUP:
             return partial(manager.get_computed_blocks, requests[op[1]])
@@ -266,7 +270,7 @@ class VllmHitSide(v1_bench.VllmSide):
             return partial(manager.allocate_slots, requests[op[1]], op[2], num_tokens, blocks)
         return super().call(prepared[0], op)
 
-    def check(self, prepared: tuple[Any, dict[int, Any]], op: tuple, answer: Any) -> None:
+    def check(self, prepared: Any, op: tuple, answer: Any) -> None:
         (system, _, requests), found = prepared
         if op[0] == HIT_LOOKUP:
             _expect_hit(answer[1], op[2])
@@ -277,7 +281,7 @@ class VllmHitSide(v1_bench.VllmSide):
         else:
             super().check(prepared[0], op, answer)
 
-    def final_state(self, prepared: tuple[Any, dict[int, Any]]) -> dict:
+    def final_state(self, prepared: Any) -> dict:
         return super().final_state(prepared[0])
 
 
