@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from reference.blocks.errors import BlockManagerError, OutOfBlocks
 from reference.blocks.v0 import BlockSpaceManager, SeqView
-from reference.blocks.v0.faults import UpstreamInvariantBroken
+from reference.blocks.v0.faults import NullBlockMisuse, UpstreamInvariantBroken
 
 BIG = 100_000
 BS = 16
@@ -128,7 +128,10 @@ def test_the_budget_refuses_exactly_what_would_run_dry(data, bs, gpu, cpu, cachi
                 lambda m, views=views: m.swap_in(views))
         elif kind == "fork" and running:
             parent = data.draw(st.sampled_from(running))
-            m.fork(parent, sid)
+            try:
+                m.fork(parent, sid)
+            except NullBlockMisuse:  # a table whose front pages the window dropped cannot be forked
+                continue
             tokens[sid], status[sid], computed[sid] = list(tokens[parent]), "running", computed[parent]
             m.get_num_cached_tokens(SeqView(sid, tokens[sid]))
             continue
