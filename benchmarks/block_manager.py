@@ -192,18 +192,14 @@ def _books(tables: dict, free_queue: list[int], num_free: int, blocks: Sequence[
 # -- command line ---------------------------------------------------------------------------------
 def installed_vllm() -> tuple[str | None, str]:
     """(the V1 policy the installed vLLM is driven with, or None; a sentence saying what was found)."""
-    from conformance.lockstep import NotApplicable
-    from conformance.versions import HarnessError, installed_v1, installed_vllm_version
+    from benchmarks.harness import installed_target
+    from conformance.versions import installed_v1
 
-    try:
-        target, _ = installed_v1()
-    except (NotApplicable, HarnessError) as why:
-        if installed_vllm_version() is None:
-            return None, "vLLM is absent from this environment: timing the reference alone"
-        return None, f"{why}: timing the reference alone"
+    target, found = installed_target(installed_v1)
+    if target is None:
+        return None, found
     policy = f"v{target.release}"
-    driven = f" ({target.note})" if target.note else ""
-    return policy, f"vLLM {target.installed} installed{driven}: reference (policy {policy}) vs vLLM"
+    return policy, f"{found}: reference (policy {policy}) vs vLLM"
 
 
 def vllm_sides(policy: V1Policy, vllm_policy: str | None) -> list[Any]:

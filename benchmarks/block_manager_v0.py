@@ -254,17 +254,13 @@ def measure(runs: Sequence[tuple[Any, V0Trace]], repeats: int) -> TraceResult:
 # -- command line ---------------------------------------------------------------------------------
 def installed_vllm() -> tuple[bool, str]:
     """(whether the installed vLLM has a V0 block manager the harness drives, a sentence saying what was found)."""
-    from conformance.lockstep import NotApplicable
-    from conformance.versions import HarnessError, installed_v0, installed_vllm_version
+    from benchmarks.harness import installed_target
+    from conformance.versions import installed_v0
 
-    try:
-        target, _ = installed_v0()
-    except (NotApplicable, HarnessError) as why:
-        if installed_vllm_version() is None:
-            return False, "vLLM is absent from this environment: timing the reference alone"
-        return False, f"{why}: timing the reference alone"
-    driven = f" ({target.note})" if target.note else ""
-    return True, f"vLLM {target.installed} installed{driven}: reference V0 manager vs SelfAttnBlockSpaceManager"
+    target, found = installed_target(installed_v0)
+    if target is None:
+        return False, found
+    return True, f"{found}: reference V0 manager vs SelfAttnBlockSpaceManager"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

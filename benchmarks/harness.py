@@ -35,7 +35,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conformance.versions import Target
 
 CLOCK = time.thread_time
 SEGMENT_OPS = 2000  # ops per interleaving slice: ~10-30 ms of work, short next to load swings
@@ -301,3 +304,18 @@ def run_traces(make, names: Sequence[str], sides: Sequence[Any], repeats: int, o
             for side in sides:
                 profiles[f"{name}/{side.label}"] = profile_side(side, trace)
     return results, profiles
+
+
+def installed_target(find) -> tuple[Target | None, str]:
+    """(the installed vLLM's target from ``find`` -- ``conformance.versions.installed_v1`` or
+    ``installed_v0`` -- or None, and when None the sentence saying why the reference is timed alone)."""
+    from conformance.lockstep import NotApplicable
+    from conformance.versions import HarnessError, installed_vllm_version
+
+    try:
+        target, _ = find()
+    except (NotApplicable, HarnessError) as why:
+        if installed_vllm_version() is None:
+            return None, "vLLM is absent from this environment: timing the reference alone"
+        return None, f"{why}: timing the reference alone"
+    return target, f"vLLM {target.installed} installed" + (f" ({target.note})" if target.note else "")
