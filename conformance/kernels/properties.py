@@ -26,23 +26,40 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
 
     vk.prepare()
     vk.installed_version()  # NotApplicable when vLLM is absent
-    from hypothesis import given, settings
-
     from conformance.kernels import checks
 
     strategy = getattr(checks, strategy_name)
     check = getattr(checks, check_name)
     vk.kernels()  # import vLLM once, outside the timed examples
-    done = {"n": 0, "last": None}
+    n, case, err = run_cases(strategy, checks.forced_cases(strategy_name), check, examples, progress)
+    if err is not None:
+        # A mismatch is an AssertionError from the comparison (its message gives the largest
+        # difference and its index); anything else -- including a kernel that left its output
+        # untouched -- means the harness could not drive this release's kernel.
+        kind = failure_kind(err)
+        shown = ", ".join(f"{k}={v}" for k, v in case.items())
+        return Result(False, n, 0, f"{kind.replace('_', ' ')} on the shrunk case ({shown}): "
+                      f"{type(err).__name__}: {err}"[:3000],
+                      {"case": case, "failure": kind})
+    return Result(True, n, 0, f"vLLM {vk.kernels().version}: {n} cases agree")
 
-    # The same health checks as the state machines, for the same reasons (each case runs two
-    # kernels, under the Triton interpreter on a CPU, inside Hypothesis's generation budget).
-    # One failure, shrunk (not an ExceptionGroup of several, which hides the cases).
+
+def run_cases(strategy, forced, check, examples: int, progress) -> tuple[int, dict, Exception | None]:
+    """``check`` on each forced case, then on ``examples`` cases drawn from ``strategy``.
+
+    Returns (cases run, the last case with its values as strings, the failure or None); one
+    failure, shrunk (not an ExceptionGroup of several, which hides the cases). NotApplicable
+    passes through. The same health checks as the state machines, for the same reasons (each case
+    runs two kernels, on a CPU, inside Hypothesis's generation budget).
+    """
+    from hypothesis import given, settings
+
+    done: dict = {"n": 0, "last": None}
+
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
-              report_multiple_bugs=False,
-              suppress_health_check=suppressed_health_checks())
+              report_multiple_bugs=False, suppress_health_check=suppressed_health_checks())
     @given(case=strategy)
-    def run(case):
+    def drawn(case):
         done["last"] = case
         done["n"] += 1
         if progress:
@@ -50,25 +67,24 @@ def _run_hypothesis(strategy_name: str, check_name: str, examples: int, progress
         check(case)
 
     try:
-        for case in checks.forced_cases(strategy_name):
+        for case in forced:
             done["last"] = case
             done["n"] += 1
             check(case)
-        run()
+        drawn()
     except NotApplicable:
         raise
     except Exception as err:  # noqa: BLE001 - a mismatch (after shrinking) or a harness error
-        # A mismatch is an AssertionError from the comparison (its message gives the largest
-        # difference and its index); anything else -- including a kernel that left its output
-        # untouched -- means the harness could not drive this release's kernel.
-        divergence = isinstance(err, AssertionError) and not isinstance(err, checks.KernelDidNotRun)
-        kind = "divergence" if divergence else "harness_error"
-        case = {k: str(v) for k, v in (done["last"] or {}).items()}
-        shown = ", ".join(f"{k}={v}" for k, v in case.items())
-        return Result(False, done["n"], 0, f"{kind.replace('_', ' ')} on the shrunk case ({shown}): "
-                      f"{type(err).__name__}: {err}"[:3000],
-                      {"case": case, "failure": kind})
-    return Result(True, done["n"], 0, f"vLLM {vk.kernels().version}: {done['n']} cases agree")
+        return done["n"], {k: str(v) for k, v in (done["last"] or {}).items()}, err
+    return done["n"], {}, None
+
+
+def failure_kind(err: Exception) -> str:
+    """"divergence" for a comparison's AssertionError, else "harness_error" (a kernel that left
+    its output untouched included: the harness could not drive it)."""
+    from conformance.kernels.checks import KernelDidNotRun
+
+    return "divergence" if isinstance(err, AssertionError) and not isinstance(err, KernelDidNotRun) else "harness_error"
 
 
 def harness_guarded(run):
