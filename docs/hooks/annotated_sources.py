@@ -33,7 +33,7 @@ from annotations import drift, model
 from annotations.model import AnnotationFile
 from docs.hooks import drift_view
 from docs.hooks.compare_page import compare_src_uri
-from docs.hooks.page_markers import replace_marker
+from docs.hooks.page_markers import replace_html_marker, replace_marker, repo_root
 from docs.hooks.reach_badge import legend_html, note_badge_html
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_page import AnnotatedSourceError, anchor_ids, banner_html, render_source, stale_notes
@@ -220,15 +220,16 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     stale = stale_notes(ann, entry.data)
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
-    links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached())
+    links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached(repo_root(config)))
     page_drift = drift_view.page_drift(_drift_reports, ann, entry.data, fetch.read_file, model.ANNOTATIONS_ROOT.parent)
     if page_drift is not None and page_drift.problem:
         log.warning("%s: drift lines not shown: %s", ann.path, page_drift.problem)
     code = render_source(ann, entry.data, _render_bodies(entry, page, config, links, page_drift), links, config.site_url)
-    html = html.replace(f"<p>{PAGE_MARKER}-CODE</p>", code, 1)
+    html = replace_html_marker(html, f"{PAGE_MARKER}-CODE", code, page.file.src_uri)
     md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
-    html = html.replace(f"<p>{PAGE_MARKER}</p>", banner_html(ann, entry.data, stale)
-                        + drift_view.file_summary_html(page_drift, ann) + legend_html(ann, md.convert), 1)
+    html = replace_html_marker(html, PAGE_MARKER, banner_html(ann, entry.data, stale)
+                               + drift_view.file_summary_html(page_drift, ann) + legend_html(ann, md.convert),
+                               page.file.src_uri)
     if page.present_anchor_ids is not None:
         page.present_anchor_ids |= anchor_ids(ann, entry.line_count)
     return html

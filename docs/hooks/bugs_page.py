@@ -38,11 +38,12 @@ from mkdocs.utils import get_relative_url
 from annotations.citations import GITHUB_BLOB, PLAIN, Citation, Resolver
 from annotations.model import ANNOTATIONS_ROOT, parse
 from conformance.trace_file import TraceFileError, load_trace
+from docs.hooks.page_markers import replace_html_marker, replace_marker, repo_root
 
 log = logging.getLogger("mkdocs.hooks.bugs_page")
 
-REPO = Path(__file__).resolve().parents[2]
-BUGS = REPO / "conformance" / "known-upstream-bugs"
+#: The folder of the traces, relative to the repository root.
+BUGS = Path("conformance") / "known-upstream-bugs"
 NAV_SECTION = "Bugs found in vLLM"
 INDEX_PAGE = "bugs/index.md"
 INDEX_MARKER = "KNOWN-UPSTREAM-BUGS-INDEX"
@@ -105,7 +106,7 @@ def readme_paragraphs(text: str) -> dict[str, str]:
     return found
 
 
-def load(folder: Path = BUGS) -> list[Bug]:
+def load(folder: Path) -> list[Bug]:
     """Every trace of ``folder`` (``*.json`` at its top level), with README paragraph, facts and replays."""
     readme = folder / "README.md"
     paragraphs = readme_paragraphs(readme.read_text(encoding="utf-8")) if readme.is_file() else {}
@@ -287,7 +288,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     global _bugs
     from upstream import fetch
 
-    _bugs = load()
+    _bugs = load(repo_root(config) / BUGS)
     resolver = Resolver(fetch.read_file)
     for bug in _bugs:
         texts = [item.get("cite", "") for item in (bug.facts or {}).get("at_fault", [])]
@@ -320,7 +321,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     if page.file.src_uri != INDEX_PAGE:
         return markdown_text
-    return markdown_text.replace(INDEX_MARKER, index_table(_bugs))
+    return replace_marker(markdown_text, INDEX_MARKER, index_table(_bugs), INDEX_PAGE)
 
 
 def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -> str:
@@ -331,4 +332,4 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
         fragment = explorer_fragment(bug)
     except Exception as err:  # noqa: BLE001 (named in the build error)
         raise PluginError(f"bugs page: {bug.name} cannot be shown in the explorer: {err!r}") from None
-    return html.replace(f"<p>{EXPLORER_MARKER}</p>", fragment, 1)
+    return replace_html_marker(html, EXPLORER_MARKER, fragment, bug.src_uri)

@@ -15,8 +15,6 @@ from pathlib import Path
 from docs.hooks.python_source import ModuleSource, Symbol, parse_module
 
 PACKAGE = "reference"
-#: The repository root (this file is ``docs/hooks/reference_index.py``).
-REPO = Path(__file__).resolve().parents[2]
 
 
 def module_names(root: Path, package: str = PACKAGE) -> dict[str, Path]:
@@ -64,7 +62,7 @@ class ReferenceIndex:
     paths: dict[str, Path] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path = REPO, package: str = PACKAGE) -> ReferenceIndex:
+    def load(cls, root: Path, package: str = PACKAGE) -> ReferenceIndex:
         index = cls()
         for name, path in module_names(root, package).items():
             index.modules[name] = parse_module(name, path.read_text(encoding="utf-8"), path.name == "__init__.py")
@@ -72,7 +70,7 @@ class ReferenceIndex:
         return index
 
     @classmethod
-    def cached(cls, root: Path = REPO, package: str = PACKAGE) -> ReferenceIndex:
+    def cached(cls, root: Path, package: str = PACKAGE) -> ReferenceIndex:
         """:meth:`load`, reused while no module file changed (both site hooks ask for it)."""
         files = module_names(root, package)
         key = (str(root), package, tuple((name, p.stat().st_mtime_ns, p.stat().st_size) for name, p in files.items()))

@@ -29,7 +29,8 @@ from mkdocs.utils import get_relative_url
 from annotations import model
 from docs.hooks.code_lines import highlight_lines
 from docs.hooks.compare_page import Pair, Side, compare_src_uri, section_html
-from docs.hooks.reference_index import REPO, ReferenceIndex, Target, source_src_uri
+from docs.hooks.page_markers import replace_html_marker, repo_root
+from docs.hooks.reference_index import ReferenceIndex, Target, source_src_uri
 from docs.hooks.reference_page import Cite, anchor_ids, owner_anchor, render_module
 from docs.hooks.source_page import AnnotatedSourceError, page_src_uri
 from docs.hooks.source_set import SourceEntry, SourceSet, rewrite_citations
@@ -126,7 +127,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
         sources = SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file)
     except AnnotatedSourceError as err:
         raise PluginError(str(err)) from None
-    _site = Site(ReferenceIndex.cached(), sources)
+    _site = Site(ReferenceIndex.cached(repo_root(config)), sources)
     for item in config.nav or []:
         if isinstance(item, dict) and NAV_SECTION in item:
             children = item[NAV_SECTION]
@@ -146,7 +147,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for message in _site.unresolved:
         log.warning(message)
     for module, path in _site.index.paths.items():
-        rel = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        rel = path.relative_to(repo_root(config))
         files.append(File.generated(config, source_src_uri(module), content=module_markdown(module, rel.as_posix())))
     for entry in _site.compare_entries():
         ann = entry.annotation
@@ -246,14 +247,14 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     if uri.startswith("reference/") and uri.endswith(".md"):
         module = uri[len("reference/"):-len(".md")]
         if module in _site.index.modules:
-            html = html.replace(f"<p>{PAGE_MARKER}</p>", _render_module_page(module, page, config, files), 1)
+            html = replace_html_marker(html, PAGE_MARKER, _render_module_page(module, page, config, files), uri)
             if page.present_anchor_ids is not None:
                 page.present_anchor_ids |= anchor_ids(_site.index.modules[module])
         return html
     if uri.startswith("compare/"):
         for entry in _site.compare_entries():
             if compare_src_uri(entry.annotation.version, entry.annotation.upstream) == uri:
-                html = html.replace(f"<p>{COMPARE_MARKER}</p>", _render_compare_page(entry, page, config, files), 1)
+                html = replace_html_marker(html, COMPARE_MARKER, _render_compare_page(entry, page, config, files), uri)
                 if page.present_anchor_ids is not None:
                     page.present_anchor_ids |= {n.id for n in ref_notes(entry)}
                 break

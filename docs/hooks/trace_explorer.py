@@ -38,7 +38,7 @@ from conformance.explorer.exercises import trace_questions
 from conformance.explorer.op_notes import NoteRef
 from conformance.explorer.page import SCRIPT, STYLE, explorer_data, explorer_html, op_links, resolved_questions
 from conformance.explorer.steps import replay
-from docs.hooks.page_markers import replace_marker
+from docs.hooks.page_markers import replace_marker, repo_root
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
 from docs.hooks.source_page import page_src_uri
 from docs.hooks.trace_steps import SEED_FIFTH_TOKEN_SLUG, TraceSpec, corpus_specs
@@ -179,7 +179,7 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     spec = next((s for s in _specs if trace_src_uri(s.slug) == page.file.src_uri), None)
     if spec is None:
         return html
-    index = ReferenceIndex.cached()
+    index = ReferenceIndex.cached(repo_root(config))
 
     def note_href(note: NoteRef) -> str | None:
         url = _url(files, page_src_uri(note.version, note.path), page)

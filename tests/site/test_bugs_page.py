@@ -13,7 +13,7 @@ from annotations.citations import PLAIN, Resolver
 from annotations.model import range_hash, upstream_lines
 from docs.hooks import bugs_page
 
-REAL = bugs_page.BUGS
+REAL = Path(__file__).resolve().parents[2] / bugs_page.BUGS
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -26,7 +26,7 @@ def _folder(tmp_path: Path) -> Path:
 def test_every_trace_of_the_folder_gets_a_page_and_about_files_are_not_traces() -> None:
     """Catches: a trace of the folder without a page, or the about/ JSON files taken for traces."""
     names = sorted(p.name for p in REAL.glob("*.json"))
-    bugs = bugs_page.load()
+    bugs = bugs_page.load(REAL)
     assert [b.name for b in bugs] == names and len(names) >= 5
     assert all(b.readme for b in bugs), "every committed trace has a README paragraph"
     table = bugs_page.index_table(bugs)
@@ -51,7 +51,7 @@ def test_a_later_trace_gets_a_page_saying_what_is_not_recorded(tmp_path: Path) -
 
 def test_releases_are_the_measured_ones_and_unmeasured_ones_are_said(tmp_path: Path) -> None:
     """Catches: a release claimed without a replay, or the release a trace was found at passed off as measured."""
-    bugs = {b.name: b for b in bugs_page.load()}
+    bugs = {b.name: b for b in bugs_page.load(REAL)}
     replays = json.loads((REAL / "about" / "replays.json").read_text())["traces"]
     for name, bug in bugs.items():
         assert set(bug.replays) == set(replays.get(name, {}))
@@ -120,7 +120,7 @@ def test_readme_paragraphs_keep_their_continuation_lines() -> None:
 @pytest.mark.parametrize("name", sorted(p.name for p in REAL.glob("*.json")))
 def test_each_trace_replays_into_the_explorer_with_its_divergence(name: str) -> None:
     """Catches: a bug trace the reference cannot replay (the build would stop), or its divergence not shown."""
-    bug = next(b for b in bugs_page.load() if b.name == name)
+    bug = next(b for b in bugs_page.load(REAL) if b.name == name)
     fragment = bugs_page.explorer_fragment(bug)
     data = json.loads(re.search(r'<script type="application/json" class="tx-data">(.*?)</script>', fragment, re.S)[1]
                       .replace("<\\/", "</"))

@@ -16,6 +16,8 @@ from docs.hooks.reference_page import Cite, anchor_ids, owner_anchor, render_mod
 from docs.hooks.reference_sources import nav_entries
 from docs.hooks.sphinx_roles import RENDERED_ROLE, convert_roles
 
+ROOT = Path(__file__).resolve().parents[2]
+
 POOL = textwrap.dedent(
     '''\
     """The pool. See :class:`Pool` and :meth:`take`, and :class:`ValueError`."""
@@ -159,7 +161,7 @@ def test_every_ref_in_the_annotations_resolves_in_the_real_reference() -> None:
     """Catches: a note's ref: naming a symbol the source pages cannot place (the link would land nowhere)."""
     from annotations.model import ANNOTATIONS_ROOT, annotation_paths, parse
 
-    index = ReferenceIndex.load()
+    index = ReferenceIndex.load(ROOT)
     refs = {r for p in annotation_paths(ANNOTATIONS_ROOT) for n in parse(p).notes for r in n.refs}
     assert refs, "no ref: links found in the annotations"
     assert sorted(r for r in refs if index.resolve(r) is None) == []
@@ -172,7 +174,7 @@ def test_every_ref_is_cited_back_on_the_symbol_or_its_owner() -> None:
     from docs.hooks.source_set import SourceSet
     from upstream import fetch
 
-    site = Site(ReferenceIndex.load(), SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file))
+    site = Site(ReferenceIndex.load(ROOT), SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file))
     assert site.unresolved == []
     listed = {(entry.annotation.version, note.id, target.anchor)
               for cites in site.cited.values() for entry, note, target in cites}

@@ -17,7 +17,7 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
 from annotations import model
-from tests.site.synthetic import HOOKS, UPSTREAM_PY, annotation_text, write_annotation
+from tests.site.synthetic import HOOKS, REPO, UPSTREAM_PY, annotation_text, write_annotation
 from upstream import fetch
 
 HOOK = str(HOOKS / "annotated_sources.py")
@@ -32,6 +32,8 @@ def make_project(tmp_path: Path, theory_link: str = "") -> Path:
     (docs / "reference").mkdir()
     (docs / "reference" / "index.md").write_text("# Reference\n")
     (docs / "conformance.md").write_text('# Conformance\n\n<div id="demo.prop">demo</div>\n')
+    # The hooks read the reference from the built project's root: the real one, linked in.
+    (tmp_path / "reference").symlink_to(REPO / "reference", target_is_directory=True)
     yml = tmp_path / "mkdocs.yml"
     yml.write_text(
         "site_name: test\nsite_url: http://127.0.0.1:8000/\ntheme: {name: mkdocs}\n"
