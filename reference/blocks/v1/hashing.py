@@ -28,7 +28,7 @@ Before 0.10.2 (:attr:`V1Policy.int_block_hashes`) a hash was not a digest alone 
 :class:`IntBlockHash`: the digest as an int (``int.from_bytes`` of the pickle's SHA-256, or
 Python's builtin ``hash``) together with the block's token ids and extra keys, so that two blocks
 whose digests collide still get different keys; the pool key was the pair
-(:class:`IntBlockHash`, group id). :func:`scheme` gives the functions of either form.
+(:class:`IntBlockHash`, group id). :func:`group_key_function` gives the pool key of either form.
 """
 
 from __future__ import annotations
