@@ -61,10 +61,14 @@ class Change:
 #: The oldest release the log covers: the earliest whose sources were read.
 OLDEST = "0.6.5"
 
-# Each record's values at the oldest release that has the mechanism: V1 records at 0.8.5 (the
-# first V1 release read), V0 records at 0.6.5, mechanisms at 0.6.5.
+# Each record's values at the oldest release that has the mechanism: V1 records at 0.8.0 (the
+# first release with a V1 BlockPool; every 0.8.x release was read), V0 records at 0.6.5,
+# Triton kernel records at 0.8.0, mechanisms at 0.6.5.
 INITIAL: dict[type, dict[str, object]] = {
     V1Policy: dict(
+        preallocate_tokens=64, lookahead_supported=False, none_hash_seed_inverted=False,
+        builtin_hash_only=True, pool_has_null_block=False, sliding_window_managed=False,
+        lookup_leaves_last_token=False,
         free_hashless_blocks_to_front=False, sliding_window_frees_hashless_to_front=False,
         null_block_ref_counted=True, hit_touches_skipped_nulls=True, none_hash_default_seed=None,
         tagged_extra_keys=False, lora_extra_key="int_id", zero_token_hit_adoption=False,
@@ -81,16 +85,85 @@ INITIAL: dict[type, dict[str, object]] = {
         manager_scheduler_block_size_arg=False, manager_watermark_arg=False, request_eos_argument=True,
         allocate_has_scheduled_reqs=False, evict_blocks_method=False, manager_hashes_blocks=True,
         none_hash_init_function=False, request_multimodal_args=True, manager_has_coordinator=False,
-        kv_config_tensors_dict=True, request_pooling_and_salt_args=False),
+        kv_config_tensors_dict=True, request_pooling_and_salt_args=False,
+        manager_takes_kv_cache_config=False, manager_hash_algo_arg=False, allocate_lookahead_arg=False,
+        request_prompt_arg=True),
     V0Api: dict(sequence_token_inputs=True, reset_prefix_cache=False, group_status_per_sequence=False),
     KernelApi: dict(
         ops_package="vllm.attention.ops", paged_2d_masks_tail=False, unified_masks_tail=False,
-        paged_2d_rocm_check_bound_at_import=True, unified_split_k_args=False, min_block_size=16,
-        cache_write_head_major=True),
+        paged_2d_rocm_check_bound_at_import=False, unified_split_k_args=False, min_block_size=16,
+        cache_write_head_major=True, paged_2d_max_seq_len_arg=False),
     Mechanisms: dict(v0_block_manager=True, v1_block_pool=False, triton_kernels=False),
 }
 
 V1_POLICY_LOG: tuple[Change, ...] = (
+    Change(
+        "builtin_hash_only", "0.8.3", False,
+        "the manager takes caching_hash_algo (\"builtin\" or \"sha256\") and every chain starts at "
+        "NONE_HASH, set when kv_cache_utils is imported; before, blocks were hashed with Python's "
+        "builtin hash only, the first one from the parent hash('None').",
+        "SHA-256 makes block-hash collisions practically impossible; the builtin hash of a tuple is "
+        "64 bits and, for strings, changes with the process's hash seed.",
+        "v0.8.3 vllm/v1/core/kv_cache_utils.py:45-46, 414-421, "
+        "v0.8.3 vllm/v1/core/kv_cache_manager.py:41; before: "
+        "v0.8.2 vllm/v1/core/kv_cache_utils.py:403-409, 412"),
+    Change(
+        "none_hash_seed_inverted", "0.8.3", True,
+        "NONE_HASH's import-time statement tests PYTHONHASHSEED the wrong way round: with "
+        "PYTHONHASHSEED set it is 32 random bytes, unset it is sha256(None), the same constant in "
+        "every process.",
+        "the comment above the statement says the opposite (random unless PYTHONHASHSEED is set); "
+        "the condition was written `is not None`. 0.8.5 corrected it.",
+        "v0.8.3 vllm/v1/core/kv_cache_utils.py:36-46; v0.8.4 vllm/v1/core/kv_cache_utils.py:45-46"),
+    Change(
+        "none_hash_seed_inverted", "0.8.5", False,
+        "NONE_HASH is random when PYTHONHASHSEED is unset and sha256(PYTHONHASHSEED) when it is "
+        "set, as the comment above it always said.",
+        "the condition is corrected to `is None`.",
+        "v0.8.5 vllm/v1/core/kv_cache_utils.py:45-46; before: v0.8.4 vllm/v1/core/kv_cache_utils.py:45-46"),
+    Change(
+        "pool_has_null_block", "0.8.3", True,
+        "the block pool takes block 0 out of the free queue as the null block (the stand-in for "
+        "released sliding-window entries): the first block handed out is block 1, and resetting "
+        "the prefix cache needs every block but that one free.",
+        "a sliding window's out-of-window table entries need a block to point at that holds nothing.",
+        "v0.8.3 vllm/v1/core/block_pool.py:54-57, 250-251; before: "
+        "v0.8.2 vllm/v1/core/block_pool.py:33-39, 241-242"),
+    Change(
+        "sliding_window_managed", "0.8.3", True,
+        "a sliding-window group (SlidingWindowSpec) is managed as a window: pages that leave the "
+        "window are released to the null block and prefix hits need only the window's last blocks; "
+        "before, the manager stored its sliding_window argument and never read it, managing the "
+        "pages as full attention.",
+        "releasing pages a layer can no longer read lets a sliding-window model hold more requests.",
+        "v0.8.3 vllm/v1/core/kv_cache_manager.py:205-207, v0.8.3 vllm/v1/kv_cache_interface.py:85-93; "
+        "before: v0.8.2 vllm/v1/core/kv_cache_manager.py:25, 34"),
+    Change(
+        "lookup_leaves_last_token", "0.8.3", True,
+        "the manager's lookup stops one token short of the request's end: a block-aligned prompt "
+        "cached in full misses its last block. Before, the manager returned the whole hit and the "
+        "scheduler dropped the last block itself.",
+        "the last token must be computed to produce logits; the sliding-window search needs the "
+        "bound inside the lookup, so the scheduler's own trim moved into the manager.",
+        "v0.8.3 vllm/v1/core/kv_cache_manager.py:130-148; before: "
+        "v0.8.2 vllm/v1/core/kv_cache_manager.py:116-127, v0.8.2 vllm/v1/core/sched/scheduler.py:290-301"),
+    Change(
+        "lookahead_supported", "0.8.4", True,
+        "allocate_slots takes num_lookahead_tokens: slots for speculative tokens beyond the new "
+        "ones, each whole block of them taking the place of one preallocated block.",
+        "speculative decoding (EAGLE) needs KV slots for the draft tokens it proposes.",
+        "v0.8.4 vllm/v1/core/kv_cache_manager.py:163-169, 218-220, 254-256; before: "
+        "v0.8.3 vllm/v1/core/kv_cache_manager.py:162-167"),
+    Change(
+        "preallocate_tokens", "0.8.5", 0,
+        "an allocation takes exactly the blocks it needs; before, one that needed any new block "
+        "took cdiv(64, block_size) more (less one per whole block of lookahead slots from 0.8.4), "
+        "as many as the free queue and the request's max_model_len allowed.",
+        "preallocated blocks sat empty in running requests' tables, so the pool filled and requests "
+        "were preempted sooner; the allocation overhead they saved was small.",
+        "v0.8.5 vllm/v1/core/kv_cache_manager.py:255-262; before: "
+        "v0.8.4 vllm/v1/core/kv_cache_manager.py:54-56, 254-264, "
+        "v0.8.2 vllm/v1/core/kv_cache_manager.py:48-49, 216-223"),
     Change(
         "single_kv_cache_group", "0.9.1", False,
         "a KV-cache coordinator lets one manager serve several KV-cache groups (full attention "
@@ -383,6 +456,32 @@ _FIRST_READ = "the first release read with this value (the latest patch of each 
 
 V1_API_LOG: tuple[Change, ...] = (
     Change(
+        "manager_takes_kv_cache_config", "0.8.3", True,
+        "KVCacheManager(kv_cache_config, max_model_len, ...) takes a KVCacheConfig of one group "
+        "instead of block_size, num_gpu_blocks and sliding_window.",
+        "the spec of the group (full attention or sliding window) chooses the per-type manager.",
+        "v0.8.3 vllm/v1/core/kv_cache_manager.py:22-34; before: v0.8.2 vllm/v1/core/kv_cache_manager.py:20-34"),
+    Change(
+        "manager_hash_algo_arg", "0.8.3", True,
+        "KVCacheManager takes caching_hash_algo (the behaviour: V1Policy.builtin_hash_only).",
+        "the block hash becomes configurable.",
+        "v0.8.3 vllm/v1/core/kv_cache_manager.py:27, 41; before: v0.8.2 vllm/v1/core/kv_cache_manager.py:20-29"),
+    Change(
+        "manager_hash_algo_arg", "0.10.1", False,
+        "KVCacheManager takes no caching_hash_algo: requests hash themselves (manager_hashes_blocks).",
+        "the hash function is given to each request's block_hasher instead.",
+        "v0.10.1 vllm/v1/request.py:41, 120-121; before: v0.9.2 vllm/v1/core/kv_cache_manager.py:112-114"),
+    Change(
+        "allocate_lookahead_arg", "0.8.4", True,
+        "allocate_slots takes num_lookahead_tokens (the behaviour: V1Policy.lookahead_supported).",
+        "speculative slots for draft tokens.",
+        "v0.8.4 vllm/v1/core/kv_cache_manager.py:163-169; before: v0.8.3 vllm/v1/core/kv_cache_manager.py:162-167"),
+    Change(
+        "request_prompt_arg", "0.8.5", False,
+        "Request no longer takes the prompt text (a required argument before).",
+        "the engine core works on token ids; the text stays with the front end.",
+        "v0.8.5 vllm/v1/request.py:20-32; before: v0.8.4 vllm/v1/request.py:20-33 (prompt at 23)"),
+    Change(
         "manager_has_coordinator", "0.9.1", True,
         "KVCacheManager hands its groups to a KV-cache coordinator; get_computed_blocks and "
         "allocate_slots take and return KVCacheBlocks (one block list per group) instead of one list.",
@@ -482,6 +581,19 @@ V0_API_LOG: tuple[Change, ...] = (
 
 KERNEL_API_LOG: tuple[Change, ...] = (
     Change(
+        "paged_2d_rocm_check_bound_at_import", "0.8.3", True,
+        "chunked_prefill_paged_decode's module imports use_rocm_custom_paged_attention when it is "
+        "loaded, and the function asks it whether to call the ROCm kernel instead.",
+        "a ROCm-only paged attention kernel for decode arrived beside the Triton one.",
+        "v0.8.3 vllm/attention/ops/chunked_prefill_paged_decode.py:13-14, 283-286; before: "
+        "v0.8.2 vllm/attention/ops/chunked_prefill_paged_decode.py:9-13 (no such import)"),
+    Change(
+        "paged_2d_max_seq_len_arg", "0.8.3", True,
+        "chunked_prefill_paged_decode takes max_seq_len (passed on to the prefill kernel and the ROCm check).",
+        "the ROCm kernel sizes its partitions by the longest sequence.",
+        "v0.8.3 vllm/attention/ops/chunked_prefill_paged_decode.py:207-225 (max_seq_len at 218); before: "
+        "v0.8.2 vllm/attention/ops/chunked_prefill_paged_decode.py:204-221"),
+    Change(
         "min_block_size", "0.9.0", 1,
         "the pinned Triton no longer asserts that both tl.dot operands have every dimension >= 16, "
         "so kernel_paged_attention_2d builds for block size 8.",
@@ -539,11 +651,11 @@ MECHANISM_LOG: tuple[Change, ...] = (
         "V1 was an opt-in alpha engine before; its pages were managed without a block pool.",
         "v0.8.0 vllm/v1/core/block_pool.py"),
     Change(
-        "triton_kernels", "0.8.5", True,
-        "the Triton kernels the kernel properties drive are there (kernel_paged_attention_2d, "
-        "unified attention).",
-        _FIRST_READ + ".",
-        "v0.8.5 vllm/attention/ops/chunked_prefill_paged_decode.py"),
+        "triton_kernels", "0.8.0", True,
+        "the Triton kernels the kernel properties drive arrive: chunked_prefill_paged_decode "
+        "(kernel_paged_attention_2d); unified attention follows in later releases.",
+        "the V1 engine's Triton attention backend; v0.7.3 has no such module.",
+        "v0.8.0 vllm/attention/ops/chunked_prefill_paged_decode.py"),
     Change(
         "v0_block_manager", "0.11.0", False,
         "the V0 engine and its block manager (vllm/core/block_manager.py, vllm/core/block/*) are removed.",

@@ -35,10 +35,10 @@ class V1Api:
     allocate_has_scheduled_reqs: bool
     # ``KVCacheManager.evict_blocks(ids)`` exists.
     evict_blocks_method: bool
-    # The manager hashes blocks itself (before 0.10.1): ``KVCacheManager(caching_hash_algo=...)``
-    # with "builtin" or "sha256", the hashes in ``manager.req_to_block_hashes``, and the
-    # scheduler's ``free_block_hashes(request)`` after freeing a finished request; requests
-    # carry no ``block_hasher``.
+    # The manager hashes blocks itself (before 0.10.1): the hashes in
+    # ``manager.req_to_block_hashes``, and the scheduler's ``free_block_hashes(request)`` after
+    # freeing a finished request; requests carry no ``block_hasher``. Which hash the manager
+    # uses is ``caching_hash_algo`` where it takes one (``manager_hash_algo_arg``).
     manager_hashes_blocks: bool
     # ``kv_cache_utils.init_none_hash(hash_fn)`` exists (from 0.10.0); False: NONE_HASH is set
     # once when kv_cache_utils is imported (v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60).
@@ -57,6 +57,16 @@ class V1Api:
     # default; False (0.8.x): neither argument, ``arrival_time`` required
     # (v0.8.5.post1 vllm/v1/request.py:20-32).
     request_pooling_and_salt_args: bool
+    # ``KVCacheManager(kv_cache_config, max_model_len, ...)``; False (0.8.0 .. 0.8.2):
+    # ``KVCacheManager(block_size, num_gpu_blocks, max_model_len, sliding_window, ...)``
+    # (v0.8.2 vllm/v1/core/kv_cache_manager.py:20-29).
+    manager_takes_kv_cache_config: bool
+    # ``KVCacheManager(...)`` takes ``caching_hash_algo`` ("builtin" or "sha256"; 0.8.3 .. 0.10.0).
+    manager_hash_algo_arg: bool
+    # ``allocate_slots`` takes ``num_lookahead_tokens`` (from 0.8.4).
+    allocate_lookahead_arg: bool
+    # ``Request(...)`` requires the prompt text, ``prompt`` (before 0.8.5; the adapter passes None).
+    request_prompt_arg: bool
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,9 @@ class KernelApi:
     # layout; handed a 5-D cache it takes ``key_cache.shape[1]`` as the block size and writes out of
     # bounds (the interpreter segfaulted at 0.13.0), so classic-layout cases do not exist there.
     cache_write_head_major: bool
+    # ``chunked_prefill_paged_decode`` takes ``max_seq_len`` (from 0.8.3; 0.8.0 .. 0.8.2 have no
+    # such parameter, v0.8.2 vllm/attention/ops/chunked_prefill_paged_decode.py:204-221).
+    paged_2d_max_seq_len_arg: bool
 
 
 @dataclass(frozen=True)

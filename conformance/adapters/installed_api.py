@@ -50,10 +50,13 @@ def multimodal_request_args(request_cls) -> tuple[str, ...]:
 def request_filler_args(request_cls) -> dict[str, Any]:
     """The arguments a text-only ``Request`` needs besides its id, tokens, sampling parameters,
     LoRA and salt, read from the installed signature: None for each required multimodal argument,
+    ``prompt=None`` where the prompt text is required (before 0.8.5, v0.8.4 vllm/v1/request.py:23),
     ``pooling_params=None`` where it is a parameter (0.9.2 on), ``arrival_time=0.0`` where it is
     required (0.8.5.post1 and 0.9.0 require it, v0.9.0 vllm/v1/request.py:29; 0.9.1 has none,
     v0.9.1 vllm/v1/request.py:30-31; 0.9.2 on give it a default)."""
     filler: dict[str, Any] = dict.fromkeys(multimodal_request_args(request_cls), None)
+    if "prompt" in _required(request_cls.__init__):
+        filler["prompt"] = None
     if "pooling_params" in _parameters(request_cls.__init__):
         filler["pooling_params"] = None
     if "arrival_time" in _required(request_cls.__init__):
@@ -103,7 +106,13 @@ def detect(logged: V1Api) -> V1Api:
         request_eos_argument="eos_token_id" in request,
         allocate_has_scheduled_reqs="has_scheduled_reqs" in allocate,
         evict_blocks_method=hasattr(KVCacheManager, "evict_blocks"),
-        manager_hashes_blocks="caching_hash_algo" in init,
+        # Before 0.10.1 the manager keeps the hashes and the scheduler drops them with
+        # free_block_hashes; 0.8.0-0.8.2 have that without caching_hash_algo.
+        manager_hashes_blocks=hasattr(KVCacheManager, "free_block_hashes"),
+        manager_hash_algo_arg="caching_hash_algo" in init,
+        manager_takes_kv_cache_config="kv_cache_config" in init,
+        allocate_lookahead_arg="num_lookahead_tokens" in allocate,
+        request_prompt_arg="prompt" in _required(Request.__init__),
         none_hash_init_function=hasattr(kv_cache_utils, "init_none_hash"),
         request_multimodal_args=bool(multimodal_request_args(Request)),
         manager_has_coordinator=has_coordinator,
@@ -144,6 +153,8 @@ def detect_kernels(logged: KernelApi, unified, paged2d, cache) -> KernelApi:
         changes["unified_split_k_args"] = "seq_threshold_3D" in _parameters(unified.unified_attention)
     if paged2d is not None:
         changes["paged_2d_rocm_check_bound_at_import"] = hasattr(paged2d, "use_rocm_custom_paged_attention")
+    if paged2d is not None and hasattr(paged2d, "chunked_prefill_paged_decode"):
+        changes["paged_2d_max_seq_len_arg"] = "max_seq_len" in _parameters(paged2d.chunked_prefill_paged_decode)
     if cache is not None:
         try:
             changes["cache_write_head_major"] = "USE_HEAD_MAJOR_LAYOUT" in inspect.getsource(cache)

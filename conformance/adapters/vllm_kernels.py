@@ -281,12 +281,14 @@ def paged_attention_2d(query, key_cache, value_cache, block_tables, seq_lens, sc
     out = torch.full_like(query, float("nan"))
     new_kv = torch.zeros((num_seqs, num_kv_heads, head_size), dtype=query.dtype,
                          device=query.device)  # the step's own K/V: already in the cache
+    # 0.8.0-0.8.2 take no max_seq_len (KernelApi.paged_2d_max_seq_len_arg)
+    longest = {"max_seq_len": int(seq_lens.max())} if k.api.paged_2d_max_seq_len_arg else {}
     with _no_rocm_query(k), _no_bound_rocm_query(k):
         k.chunked_prefill_paged_decode(
             query=query, key=new_kv, value=new_kv.clone(), output=out, kv_cache_dtype="auto",
             key_cache=key_cache, value_cache=value_cache, block_table=block_tables,
             query_start_loc=torch.arange(num_seqs + 1, dtype=torch.int32, device=query.device),
-            seq_lens=seq_lens, max_seq_len=int(seq_lens.max()), max_query_len=1,
+            seq_lens=seq_lens, max_query_len=1, **longest,
             k_scale=_ones(query.device), v_scale=_ones(query.device),
             alibi_slopes=alibi_slopes, sliding_window=None, sm_scale=scale,
         )

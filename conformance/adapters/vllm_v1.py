@@ -21,6 +21,7 @@ Public API (used by the machines and the benchmarks): :meth:`VllmV1System.make_r
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -32,7 +33,7 @@ from conformance.adapters.installed_api import cached_block_ids, detect, request
 from conformance.adapters.reference_v1 import LORAS, config_entropy
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.lockstep import NotApplicable, OpError
-from conformance.versions import installed_v1
+from conformance.versions import HarnessError, installed_v1
 from reference.blocks.v1.hashing import hash_text
 
 
@@ -85,7 +86,11 @@ class VllmV1System:
                 self.kv_utils.init_none_hash(self.hash_fn)
         with _seeded_environment(*seed) if manager_seeds else nullcontext():
             self.manager = self._build_manager()
-        self.none_hash = self.kv_utils.NONE_HASH
+        # Before 0.8.3 there is no NONE_HASH: hash_block_tokens starts every chain at hash('None')
+        # (v0.8.2 vllm/v1/core/kv_cache_utils.py:403-404).
+        self.none_hash = getattr(self.kv_utils, "NONE_HASH", None)
+        if self.none_hash is None and not self.api.manager_hash_algo_arg:
+            self.none_hash = hash("None")
         self.requests: dict[str, Any] = {}
         self.pending_hits: dict[str, tuple[Any, int, int]] = {}  # req -> (KVCacheBlocks, length, stamp)
         self.stamp = 0
@@ -96,13 +101,8 @@ class VllmV1System:
         import vllm.v1.core.kv_cache_utils as kv_utils
         from vllm.lora.request import LoRARequest
         from vllm.sampling_params import SamplingParams
+        from vllm.v1 import kv_cache_interface
         from vllm.v1.core.kv_cache_manager import KVCacheManager
-        from vllm.v1.kv_cache_interface import (
-            FullAttentionSpec,
-            KVCacheConfig,
-            KVCacheGroupSpec,
-            SlidingWindowSpec,
-        )
         from vllm.v1.request import Request, RequestStatus
 
         hashing = importlib.import_module(self.api.hashing_module)
@@ -110,8 +110,13 @@ class VllmV1System:
         self.LoRARequest, self.SamplingParams, self.Request, self.RequestStatus = (
             LoRARequest, SamplingParams, Request, RequestStatus,
         )
-        self.KVCacheManager, self.KVCacheConfig, self.KVCacheGroupSpec = KVCacheManager, KVCacheConfig, KVCacheGroupSpec
-        self.FullAttentionSpec, self.SlidingWindowSpec = FullAttentionSpec, SlidingWindowSpec
+        self.KVCacheManager = KVCacheManager
+        # 0.8.0-0.8.2 have no KVCacheGroupSpec (0.8.0, 0.8.1) or SlidingWindowSpec; their manager
+        # takes no KVCacheConfig (V1Api.manager_takes_kv_cache_config).
+        self.KVCacheConfig = kv_cache_interface.KVCacheConfig
+        self.KVCacheGroupSpec: Any = getattr(kv_cache_interface, "KVCacheGroupSpec", None)
+        self.FullAttentionSpec = kv_cache_interface.FullAttentionSpec
+        self.SlidingWindowSpec: Any = getattr(kv_cache_interface, "SlidingWindowSpec", None)
         self._request_parameters = set(inspect.signature(Request.__init__).parameters)
 
     def _hash_function(self, name: str):
@@ -128,18 +133,21 @@ class VllmV1System:
         return function
 
     def _set_import_time_none_hash(self, pythonhashseed: str | None, entropy: bytes) -> None:
-        """NONE_HASH as kv_cache_utils' import-time statement computes it, for this config.
+        """NONE_HASH as kv_cache_utils' own import-time statement computes it, for this config.
 
-        Before 0.10.0 there is no init_none_hash: the module sets NONE_HASH once, at import, to
-        ``int.from_bytes(os.urandom(32), "big")`` or, with PYTHONHASHSEED set, vLLM's
-        ``sha256(PYTHONHASHSEED)`` (v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60). The statement is
-        evaluated here with the config's seed and entropy, through vLLM's own ``sha256``;
-        ``hash_block_tokens`` reads the module global at each call.
+        Before 0.10.0 there is no init_none_hash: the module sets NONE_HASH once, at import, from
+        ``os.urandom(32)`` or vLLM's ``sha256`` of PYTHONHASHSEED
+        (v0.9.2 vllm/v1/core/kv_cache_utils.py:59-60; 0.8.3 and 0.8.4 test the variable the other
+        way round, v0.8.4 vllm/v1/core/kv_cache_utils.py:45-46). That statement, read from the installed
+        module's source, is evaluated again here in the module's namespace with the config's
+        PYTHONHASHSEED and entropy; ``hash_block_tokens`` reads the module global at each call.
+        Before 0.8.3 the module has no NONE_HASH and nothing is set.
         """
-        if pythonhashseed is None:
-            self.kv_utils.NONE_HASH = int.from_bytes(entropy[:32], byteorder="big")
-        else:
-            self.kv_utils.NONE_HASH = self.hashing.sha256(pythonhashseed)
+        if not hasattr(self.kv_utils, "NONE_HASH"):
+            return
+        expression = _none_hash_expression(self.kv_utils)
+        with _seeded_environment(pythonhashseed, entropy):
+            self.kv_utils.NONE_HASH = eval(expression, vars(self.kv_utils))  # vLLM's own statement
 
     def _spec(self, group: dict):
         common = dict(block_size=self.block_size, num_kv_heads=1, head_size=1, dtype=self.torch.float32)
@@ -150,6 +158,8 @@ class VllmV1System:
         return self.SlidingWindowSpec(**common, sliding_window=group["window"])
 
     def _build_manager(self):
+        if not self.api.manager_takes_kv_cache_config:
+            return SingleGroupManager(self._build_flat_manager(), self.version)
         groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config["groups"])]
         tensors = {"tensors": {}} if self.api.kv_config_tensors_dict else {"kv_cache_tensors": []}
         kv_config = self.KVCacheConfig(num_blocks=self.config["num_blocks"], kv_cache_groups=groups, **tensors)
@@ -158,10 +168,12 @@ class VllmV1System:
             kwargs["hash_block_size"] = self.block_size
         if self.api.manager_scheduler_block_size_arg:
             kwargs["scheduler_block_size"] = self.block_size
-        if self.api.manager_hashes_blocks:
+        if self.api.manager_hash_algo_arg:
             if self.hash_fn_name not in ("builtin", "sha256"):
                 raise NotApplicable(f"vLLM {self.version} has no {self.hash_fn_name} block hash")
             kwargs["caching_hash_algo"] = self.hash_fn_name
+        elif self.api.manager_hashes_blocks and self.hash_fn_name != "builtin":
+            raise NotApplicable(f"vLLM {self.version} hashes blocks with Python's builtin hash only")
         if self.api.manager_watermark_arg:
             kwargs["watermark"] = self.config.get("watermark", 0.0)
         elif self.config.get("watermark", 0.0):
@@ -170,6 +182,23 @@ class VllmV1System:
         if not self.api.manager_has_coordinator:
             return SingleGroupManager(manager, self.version)
         return manager
+
+    def _build_flat_manager(self):
+        """0.8.0-0.8.2: ``KVCacheManager(block_size, num_gpu_blocks, max_model_len, sliding_window,
+        enable_caching)``, one group, hashed with the builtin hash
+        (v0.8.2 vllm/v1/core/kv_cache_manager.py:20-34); the scheduler passes the model's sliding
+        window (v0.8.2 vllm/v1/core/sched/scheduler.py:58-64)."""
+        groups = self.config["groups"]
+        if len(groups) != 1:
+            raise NotApplicable(f"vLLM {self.version}'s KVCacheManager takes one KV-cache group only")
+        if self.hash_fn_name != "builtin":
+            raise NotApplicable(f"vLLM {self.version} hashes blocks with Python's builtin hash only")
+        if self.config.get("watermark", 0.0):
+            raise NotApplicable(f"vLLM {self.version}'s KVCacheManager has no watermark")
+        window = groups[0]["window"] if groups[0]["kind"] == "sliding" else None
+        return self.KVCacheManager(block_size=self.block_size, num_gpu_blocks=self.config["num_blocks"],
+                                   max_model_len=self.max_model_len, sliding_window=window,
+                                   enable_caching=self.config.get("enable_caching", True))
 
     # -- the public API shared with the benchmarks ---------------------------------------------
     def make_request(self, request_id: str, tokens: list[int], salt: str | None = None, lora: str | None = None):
@@ -281,6 +310,8 @@ class VllmV1System:
                 raise OpError("invalid_argument", "request already holds blocks")
         if request.num_computed_tokens + length + n > request.num_tokens:
             raise OpError("invalid_argument", "allocating past the request's tokens")
+        if lookahead and not self.api.allocate_lookahead_arg:
+            raise OpError("invalid_argument", f"vLLM {self.version}'s allocate_slots has no lookahead slots")
         kwargs: dict[str, Any] = dict(num_lookahead_tokens=lookahead,
                                       delay_cache_blocks=op.get("delay_cache_blocks", False))
         if self.api.allocate_has_scheduled_reqs:
@@ -360,3 +391,15 @@ class VllmV1System:
             "cached": self._cached_entries(),
             "requests": requests,
         }
+
+
+def _none_hash_expression(kv_utils):
+    """The compiled right-hand side of ``NONE_HASH = ...`` at the top level of ``kv_utils``' source."""
+    try:
+        tree = ast.parse(inspect.getsource(kv_utils))
+    except (OSError, TypeError, SyntaxError) as err:
+        raise HarnessError(f"cannot read {kv_utils.__name__}'s source to re-seed NONE_HASH: {err}") from None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NONE_HASH" for t in node.targets):
+            return compile(ast.Expression(node.value), kv_utils.__file__, "eval")
+    raise HarnessError(f"{kv_utils.__name__} has NONE_HASH but no top-level `NONE_HASH = ...` statement to re-seed it")

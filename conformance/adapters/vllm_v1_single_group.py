@@ -7,7 +7,8 @@ two shapes, told apart by ``allocate_slots``' signature:
   ``get_computed_blocks`` returns a plain list of blocks, and ``allocate_slots(request,
   num_tokens, new_computed_blocks, num_lookahead_tokens)`` takes that list (the hit length is
   ``len(list) * block_size``) and returns a list or None
-  (v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:92-170);
+  (v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:92-170; before 0.8.4 without
+  ``num_lookahead_tokens``, v0.8.3 vllm/v1/core/kv_cache_manager.py:162-167);
 * 0.9.0: the table lives on ``manager.single_type_manager``, and ``get_computed_blocks`` and
   ``allocate_slots(request, num_new_tokens, num_new_computed_tokens, new_computed_blocks, ...,
   delay_cache_blocks)`` take and return a one-group ``KVCacheBlocks`` whose ``blocks`` is a flat
@@ -86,7 +87,9 @@ class SingleGroupManager:
         else:
             if delay_cache_blocks:
                 raise NotApplicable(f"vLLM {self.version}'s allocate_slots has no delay_cache_blocks")
-            new = self.manager.allocate_slots(request, num_new_tokens, hit, num_lookahead_tokens=num_lookahead_tokens)
+            # 0.8.0-0.8.3 take no num_lookahead_tokens (the V1 adapter refuses lookahead there)
+            lookahead = {"num_lookahead_tokens": num_lookahead_tokens} if num_lookahead_tokens else {}
+            new = self.manager.allocate_slots(request, num_new_tokens, hit, **lookahead)
         return None if new is None else OneGroupBlocks(self._as_list(new))
 
     def get_block_ids(self, request_id: str) -> tuple[list[int], ...]:

@@ -154,7 +154,9 @@ class V1Machine(LockstepMachine):
         return policy_named(self.trace["config"]["policy"])
 
     def allocation_extras(self, data, req: str) -> dict:
-        lookahead = data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead")
+        # Lookahead slots exist from 0.8.4 (lookahead_supported); both sides refuse them before.
+        lookahead = data.draw(st.sampled_from([0, 0, 0, 1, 3]), label="lookahead") \
+            if self.policy().lookahead_supported else 0
         if lookahead and self.table_is_full(req):
             lookahead = 0
         extras = {"num_lookahead_tokens": lookahead}
@@ -218,7 +220,8 @@ class V1Machine(LockstepMachine):
         """
         config = self.trace["config"]
         groups = config["groups"]
-        if self.policy().hashes_on_request or not config.get("enable_caching", True):
+        policy = self.policy()
+        if policy.hashes_on_request or not policy.sliding_window_managed or not config.get("enable_caching", True):
             return False
         if len(groups) != 1 or groups[0]["kind"] != "sliding" or self.a is None:
             return False

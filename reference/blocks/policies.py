@@ -234,6 +234,62 @@ class V1Policy:
     #   v0.9.0 vllm/v1/core/kv_cache_utils.py:386-389
     cache_salt_supported: bool
 
+    # How many tokens' worth of extra blocks an allocation that needs new blocks takes beyond
+    # them ("preallocation", to allocate less often). 0: exactly the blocks needed. N > 0
+    # (v0.8.0 .. v0.8.4: 64): cdiv(N, block_size) more blocks, less one per whole block of
+    # lookahead slots asked for, and no more than the free blocks left or the request's room up
+    # to cdiv(max_model_len, block_size) blocks. The admission check still counts only the
+    # blocks needed. Only an allocation that needs at least one new block preallocates.
+    #   v0.8.4 vllm/v1/core/kv_cache_manager.py:54-56 (num_preallocate_blocks), 254-264
+    #   v0.8.2 vllm/v1/core/kv_cache_manager.py:48-49, 216-223 (no lookahead to subtract)
+    #   v0.8.5 vllm/v1/core/kv_cache_manager.py:255-262 (no preallocation)
+    preallocate_tokens: int
+
+    # Whether allocate_slots takes lookahead slots (num_lookahead_tokens). False (before
+    # v0.8.4): it has no such argument; the reference refuses a lookahead request.
+    #   v0.8.3 vllm/v1/core/kv_cache_manager.py:162-167; v0.8.4 kv_cache_manager.py:163-169
+    lookahead_supported: bool
+
+    # Whether NONE_HASH's import-time statement tests PYTHONHASHSEED the wrong way round. True
+    # (v0.8.3, v0.8.4): with PYTHONHASHSEED set NONE_HASH is random (os.urandom), and unset it
+    # is sha256(None), the same constant in every process. False: random when unset,
+    # sha256(PYTHONHASHSEED) when set (v0.8.5 on; see none_hash_at_import).
+    #   v0.8.4 vllm/v1/core/kv_cache_utils.py:45-46 (`is not None`)
+    #   v0.8.5 vllm/v1/core/kv_cache_utils.py:45-46 (`is None`)
+    none_hash_seed_inverted: bool
+
+    # Whether blocks are hashed with Python's builtin hash only, from the parent hash('None').
+    # True (before v0.8.3): there is no NONE_HASH and no caching_hash_algo: the first block's
+    # parent is hash('None') (a string hash, so it varies with the process's own hash seed) and
+    # every block hash is hash((parent, tokens, extra keys)). False: the manager is given
+    # "builtin" or "sha256" and the chain starts at NONE_HASH.
+    #   v0.8.2 vllm/v1/core/kv_cache_utils.py:403-409 (hash_block_tokens), 412 (no hash function)
+    #   v0.8.3 vllm/v1/core/kv_cache_utils.py:45-46 (NONE_HASH), 414-421 (hash_function)
+    builtin_hash_only: bool
+
+    # Whether block 0 is taken out of the pool as the null block. False (before v0.8.3): every
+    # block is an ordinary block, the free queue starts at block 0, and resetting the prefix
+    # cache needs every block free.
+    #   v0.8.2 vllm/v1/core/block_pool.py:33-39 (every block queued), 241-242 (`num_used_blocks > 0`)
+    #   v0.8.3 vllm/v1/core/block_pool.py:54-57 (null_block = popleft()), 250-251
+    pool_has_null_block: bool
+
+    # Whether a sliding-window group's pages are managed as a window: out-of-window pages
+    # released to the null block and hits searched right to left. False (before v0.8.3): there
+    # is no SlidingWindowSpec; KVCacheManager takes a sliding_window argument and never reads
+    # it, so a sliding-window model's pages are managed as full attention.
+    #   v0.8.2 vllm/v1/core/kv_cache_manager.py:25, 34 (stored, unused)
+    #   v0.8.3 vllm/v1/core/specialized_manager.py (SlidingWindowManager), kv_cache_manager.py:205-207
+    sliding_window_managed: bool
+
+    # Whether the lookup leaves the last token to compute. True (from v0.8.3): a hit covers at
+    # most num_tokens - 1 tokens, so a block-aligned prompt cached in full misses its last block.
+    # False (before): the manager returns every cached block, the whole prompt included; the
+    # scheduler drops the last block itself (v0.8.2 vllm/v1/core/sched/scheduler.py:290-301).
+    #   v0.8.2 vllm/v1/core/kv_cache_manager.py:116-127 (the whole chain)
+    #   v0.8.3 vllm/v1/core/kv_cache_manager.py:130-148 (the last hash popped)
+    lookup_leaves_last_token: bool
+
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:
             raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")

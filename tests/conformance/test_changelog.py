@@ -34,7 +34,62 @@ def test_the_log_computes_what_the_hand_written_table_gave(release):
         "v0_policy": _fields(changelog.v0_policy_at(release)) if api.v0 else None,
         "v1_api": _fields(api.v1), "v0_api": _fields(api.v0), "kernels": _fields(api.kernels),
     }
+    # Fields added since the table (the 0.8.0-0.8.4 ones) are checked below; here only its own.
+    for name, record in got.items():
+        if record is not None and expected[name] is not None:
+            got[name] = {k: v for k, v in record.items() if k in expected[name]}
     assert got == expected
+
+
+# Every field added with the 0.8.0-0.8.4 releases, with its value at each of them and from 0.8.5 on
+# (read from the sdists: v0.8.x vllm/v1/core/kv_cache_manager.py, kv_cache_utils.py, block_pool.py,
+# request.py, vllm/attention/ops/chunked_prefill_paged_decode.py).
+V08_FIELDS = {
+    (V1Policy, "preallocate_tokens"): {"0.8.0": 64, "0.8.2": 64, "0.8.3": 64, "0.8.4": 64, "0.8.5": 0},
+    (V1Policy, "lookahead_supported"): {"0.8.0": False, "0.8.3": False, "0.8.4": True, "0.8.5": True},
+    (V1Policy, "none_hash_seed_inverted"): {"0.8.0": False, "0.8.2": False, "0.8.3": True, "0.8.4": True,
+                                            "0.8.5": False},
+    (V1Policy, "builtin_hash_only"): {"0.8.0": True, "0.8.1": True, "0.8.2": True, "0.8.3": False},
+    (V1Policy, "pool_has_null_block"): {"0.8.0": False, "0.8.2": False, "0.8.3": True},
+    (V1Policy, "sliding_window_managed"): {"0.8.0": False, "0.8.2": False, "0.8.3": True},
+    (V1Policy, "lookup_leaves_last_token"): {"0.8.0": False, "0.8.2": False, "0.8.3": True},
+    (V1Api, "manager_takes_kv_cache_config"): {"0.8.0": False, "0.8.2": False, "0.8.3": True},
+    (V1Api, "manager_hash_algo_arg"): {"0.8.2": False, "0.8.3": True, "0.10.0": True, "0.10.1": False},
+    (V1Api, "allocate_lookahead_arg"): {"0.8.3": False, "0.8.4": True},
+    (V1Api, "request_prompt_arg"): {"0.8.0": True, "0.8.4": True, "0.8.5": False},
+    (KernelApi, "paged_2d_max_seq_len_arg"): {"0.8.0": False, "0.8.2": False, "0.8.3": True},
+    (KernelApi, "paged_2d_rocm_check_bound_at_import"): {"0.8.0": False, "0.8.2": False, "0.8.3": True,
+                                                         "0.10.0": True, "0.10.1": False},
+}
+# ... and at 0.33.0, the behaviour every later release has.
+V08_LATEST = {key: values[max(values, key=changelog.release_key)] for key, values in V08_FIELDS.items()}
+
+
+def _value(record: type, field: str, release: str):
+    if record is V1Policy:
+        return getattr(changelog.v1_policy_at(release), field)
+    return getattr(changelog.api_at(release).v1 if record is V1Api else changelog.api_at(release).kernels, field)
+
+
+@pytest.mark.parametrize("record, field", sorted(V08_FIELDS, key=lambda k: (k[0].__name__, k[1])),
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_the_0_8_fields_have_the_values_read_from_the_sdists(record, field):
+    """Catches: a field of the 0.8.0-0.8.4 releases logged with the wrong first release or value
+    (e.g. preallocation ending at 0.8.4 instead of 0.8.5, or the inverted NONE_HASH test put on
+    0.8.2), or one that later releases do not keep at its last logged value."""
+    for release, value in V08_FIELDS[(record, field)].items():
+        assert _value(record, field, release) == value, (field, release)
+    assert _value(record, field, "0.33.0") == V08_LATEST[(record, field)], (field, "0.33.0")
+
+
+def test_the_0_8_releases_have_every_mechanism_they_ship():
+    """Catches: 0.8.0-0.8.4 logged without the Triton kernel their sdists have
+    (vllm/attention/ops/chunked_prefill_paged_decode.py), which made every kernel property a
+    harness error there ("has Triton kernels, but no known release has one to drive it as")."""
+    for release in ("0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4"):
+        api = changelog.api_at(release)
+        assert api.v1 is not None and api.v0 is not None and api.kernels is not None, release
+    assert changelog.api_at("0.7.3").kernels is None
 
 
 def test_the_log_is_well_formed():

@@ -24,6 +24,8 @@ from reference.blocks.policies import V1Policy
 from tests.conformance.pinned import unavailable
 
 # Release policies, computed by the change log.
+V1_V0_8_0 = v1_policy_at("0.8.0")
+V1_V0_8_3 = v1_policy_at("0.8.3")
 V1_V0_8_5 = v1_policy_at("0.8.5")
 V1_V0_9_2 = v1_policy_at("0.9.2")
 V1_V0_10_2 = v1_policy_at("0.10.2")
@@ -183,6 +185,14 @@ FIELD_SCENARIOS = {
     "caching_off_frees_to_front": (cfg(enable_caching=False), [
         add("a", [1, 2, 3]), alloc("a", 3), add("b", [4, 5, 6]), alloc("b", 3), {"op": "free", "req": "a"}]),
     "none_hash_at_import": (cfg(hash_fn="builtin"), [add("a", [1, 2, 3]), {"op": "get_computed_blocks", "req": "a"}]),
+    "preallocate_tokens": (cfg(), [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "lookahead_supported": (cfg(), [add("a", [1, 2, 3]), {**alloc("a", 3), "num_lookahead_tokens": 1}]),
+    "none_hash_seed_inverted": (cfg(hash_fn="builtin"), []),
+    "builtin_hash_only": (cfg(hash_fn="builtin"), [add("a", [1, 2, 3]), {"op": "get_computed_blocks", "req": "a"}]),
+    "pool_has_null_block": (cfg(), [add("a", [1, 2, 3]), alloc("a", 3)]),
+    "sliding_window_managed": (cfg(groups=SW), [add("a", [1, 2, 1, 2, 1, 2, 1]), alloc("a", 4), alloc("a", 3)]),
+    "lookup_leaves_last_token": (cfg(), [
+        add("a", [1, 2, 3, 4]), alloc("a", 4), add("b", [1, 2, 3, 4]), {"op": "get_computed_blocks", "req": "b"}]),
 }
 
 
@@ -201,12 +211,18 @@ def test_policy_field_changes_an_observable_outcome(field):
             "sliding_window_frees_hashless_to_front": V1_V0_23_0,
             "hybrid_layout_checked_without_caching": V1_V0_10_2,  # needs the restricted layouts
             "none_hash_at_import": V1_V0_9_2,  # needs int hashes
+            "none_hash_seed_inverted": V1_V0_9_2,  # needs the import-time NONE_HASH
+            "builtin_hash_only": V1_V0_9_2,  # needs int hashes (the builtin hash)
             "admission_counts_null_blocks": V1_V0_9_2,  # needs a counted null block
             "free_reversed_without_caching": V1_V0_10_2}.get(field, V1_V0_33_0)  # appends at the tail
     # A field that v0.10.2 shares with v0.33.0 flips to the value of the release that differs.
     flip_to = {"hybrid_needs_distinct_specs": V1_V0_20_2, "hybrid_layout_checked_without_caching": V1_V0_9_2,
                "hashes_on_request": V1_V0_9_2, "int_block_hashes": V1_V0_9_2,
                "usage_excludes_null_block": V1_V0_9_2, "caching_off_frees_to_front": V1_V0_27_1,
+               "none_hash_seed_inverted": V1_V0_8_3,
+               **{f: V1_V0_8_0 for f in ("preallocate_tokens", "lookahead_supported", "builtin_hash_only",
+                                        "pool_has_null_block", "sliding_window_managed",
+                                        "lookup_leaves_last_token")},
                **{f: V1_V0_8_5 for f in ("single_kv_cache_group", "pool_key_has_group_id",
                                         "admission_counts_null_blocks", "free_reversed_without_caching",
                                         "lookahead_capped_at_admission", "delay_cache_blocks_supported",

@@ -2,6 +2,8 @@
 
 The pool owns ``num_blocks`` blocks. Block 0 is taken out at construction to serve as the null
 block; the rest start in the free queue in id order, so the first allocation gets ids 1, 2, ...
+(Before vLLM 0.8.3 there is no null block, :attr:`V1Policy.pool_has_null_block`: every block
+starts in the free queue and the first allocation gets ids 0, 1, ...)
 
 Three structures must always agree:
 
@@ -43,10 +45,18 @@ class BlockPool:
         self.group_key = group_key_function(policy)  # (block hash, group id) -> pool key
         self.blocks = [KVBlock(block_id=i) for i in range(num_blocks)]
         self.free_queue = FreeBlockQueue(self.blocks)
-        self.null_block = self.free_queue.popleft()
-        self.null_block.is_null = True
+        self.null_block: KVBlock | None = None
+        if policy.pool_has_null_block:
+            self.null_block = self.free_queue.popleft()
+            self.null_block.is_null = True
         # group-keyed hash -> {block_id: block}, both levels in insertion order
         self.cached: dict[Any, dict[int, KVBlock]] = {}
+
+    def null(self) -> KVBlock:
+        """The null block (the stand-in for released window entries); only a pool with one has it."""
+        if self.null_block is None:
+            raise InvalidArgument(f"vLLM {self.policy.name}'s pool has no null block")
+        return self.null_block
 
     # -- prefix-cache lookups -----------------------------------------------------------------
     def get_cached_block(self, block_hash: bytes, group_ids: Sequence[int]) -> list[KVBlock] | None:
@@ -197,7 +207,7 @@ class BlockPool:
 
     def reset_prefix_cache(self) -> bool:
         """Forget every hash, but only when no block is in use; return whether it happened."""
-        if self.num_free_blocks != self.num_blocks - 1:
+        if self.num_free_blocks != self.num_blocks - (self.null_block is not None):
             return False
         self.cached = {}
         for block in self.blocks:

@@ -18,7 +18,10 @@ cannot probe each other's cache. How those keys are spelled differs between rele
 
 The triple is serialised and digested with SHA-256, either through ``pickle`` (protocol 5,
 vLLM's ``sha256``) or canonical CBOR (``sha256_cbor``, language independent). The seed of the
-chain, NONE_HASH, follows :attr:`V1Policy.none_hash_default_seed`.
+chain, NONE_HASH, follows :attr:`V1Policy.none_hash_default_seed` (and, in older releases,
+:attr:`V1Policy.none_hash_at_import` and :attr:`V1Policy.none_hash_seed_inverted`); before 0.8.3
+(:attr:`V1Policy.builtin_hash_only`) Python's builtin ``hash`` is the only hash and the chain
+starts at ``hash('None')``.
 
 In the pool a hash is keyed together with its KV-cache group: the 4-byte big-endian group id is
 appended to the digest, so the same prefix cached by two groups (e.g. a full-attention and a
@@ -71,14 +74,18 @@ INT_HASH_FUNCTIONS: dict[str, Callable[[Any], int]] = {"builtin": hash, "sha256"
 
 def hash_function_names(policy: V1Policy) -> tuple[str, ...]:
     """The hash functions the release of ``policy`` offers, by vLLM's names."""
+    if policy.builtin_hash_only:
+        return ("builtin",)
     return tuple(INT_HASH_FUNCTIONS if policy.int_block_hashes else HASH_FUNCTIONS)
 
 
 def hash_function(name: str, policy: V1Policy | None = None) -> HashFunction:
     """The hash function vLLM calls ``name`` in the release of ``policy`` (default: the digest form)."""
-    # The int family (before 0.10.1) or the digest family.
+    # The int family (before 0.10.1; only "builtin" before 0.8.3) or the digest family.
     table: dict[str, Callable[[Any], Any]] = (
         INT_HASH_FUNCTIONS if policy is not None and policy.int_block_hashes else HASH_FUNCTIONS)
+    if policy is not None and policy.builtin_hash_only:
+        table = {"builtin": hash}
     try:
         return table[name]
     except KeyError:
@@ -97,7 +104,16 @@ def derive_none_hash(
     it is passed explicitly so that the caller, not the process environment, decides.
     ``entropy(32)`` supplies the random bytes the older releases use when no seed is set.
     """
+    if policy.builtin_hash_only:
+        # Before 0.8.3 there is no NONE_HASH: the first block's parent is the string hash of
+        # 'None', which depends only on this process's own hash seed.
+        return hash("None")
     if policy.int_block_hashes:
+        if policy.none_hash_seed_inverted:
+            # 0.8.3 and 0.8.4 test PYTHONHASHSEED the wrong way round: random when it is set,
+            # sha256(None) (its value, unset) when it is not.
+            return int.from_bytes(bytes(entropy(32)), byteorder="big") if pythonhashseed is not None \
+                else sha256_pickle_int(None)
         if pythonhashseed is None:
             return int.from_bytes(bytes(entropy(32)), byteorder="big")
         # Before 0.10.0 NONE_HASH is set when kv_cache_utils is imported, with sha256 whatever

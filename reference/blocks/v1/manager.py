@@ -38,8 +38,8 @@ from reference.blocks.v1.block_pool import BlockPool
 from reference.blocks.v1.cache_hit import longest_cache_hit
 from reference.blocks.v1.hashing import BlockHasher, LoRAIdentity, derive_none_hash, hash_function
 from reference.blocks.v1.request import RequestState, RequestStatus
-from reference.blocks.v1.single_type import GroupManager
-from reference.blocks.v1.specs import GroupSpec, hybrid_layout_problem
+from reference.blocks.v1.single_type import GroupManager, cdiv
+from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow, hybrid_layout_problem
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,11 @@ class KVCacheManager:
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching, policy)
+        if not policy.sliding_window_managed:
+            # Before 0.8.3 the manager never reads its sliding_window: a window is full attention.
+            groups = [FullAttention(g.block_size) if isinstance(g, SlidingWindow) else g for g in groups]
         self.groups = [GroupManager(spec, self.pool, i, enable_caching) for i, spec in enumerate(groups)]
+        self.max_blocks_per_request = cdiv(max_model_len, self.block_size)
         fn = hash_function(hash_fn, policy)
         self.none_hash = derive_none_hash(fn, policy, pythonhashseed, entropy)
         self.hasher = BlockHasher(self.block_size, fn, self.none_hash, policy)
@@ -154,7 +158,8 @@ class KVCacheManager:
 
     # -- the allocation protocol --------------------------------------------------------------
     def get_computed_blocks(self, request_id: str) -> ComputedBlocks:
-        """The longest cached prefix of the request, at most ``num_tokens - 1`` tokens."""
+        """The longest cached prefix of the request, at most ``num_tokens - 1`` tokens (before vLLM
+        0.8.3, ``lookup_leaves_last_token``, every token: the scheduler dropped the last block)."""
         state = self._request(request_id)
         if not self.enable_caching:
             return ComputedBlocks(request_id, tuple(() for _ in self.groups), 0, self._stamp)
@@ -162,7 +167,8 @@ class KVCacheManager:
             # Before 0.10.1 the first lookup hashes every full block the request has by now; the
             # list is then only extended as blocks are cached (even if tokens arrive meanwhile).
             state.block_hashes = self.hasher.new_hashes([], state.token_ids, state.cache_salt, state.lora)
-        hit, length = longest_cache_hit(self.groups, state.block_hashes, state.num_tokens - 1)
+        limit = state.num_tokens - 1 if self.policy.lookup_leaves_last_token else state.num_tokens
+        hit, length = longest_cache_hit(self.groups, state.block_hashes, limit)
         return ComputedBlocks(request_id, tuple(tuple(g) for g in hit), length, self._stamp)
 
     def allocate_slots(
@@ -208,7 +214,12 @@ class KVCacheManager:
         if any(hit):
             for i, group in enumerate(self.groups):
                 group.add_computed_blocks(request_id, hit[i], num_local_computed)
-        new_blocks = tuple([group.allocate_new_blocks(request_id, num_slots) for group in self.groups])
+        # Before 0.8.5 an allocation that needs new blocks takes some more (preallocate_tokens),
+        # one block fewer per whole block of lookahead slots.
+        extra = max(0, cdiv(self.policy.preallocate_tokens, self.block_size)
+                    - num_lookahead_tokens // self.block_size)
+        new_blocks = tuple([group.allocate_new_blocks(request_id, num_slots, extra, self.max_blocks_per_request)
+                            for group in self.groups])
         if delay_cache_blocks or not self.enable_caching:
             return new_blocks
         # Only tokens that exist are cached; lookahead slots hold unverified draft tokens.
@@ -324,6 +335,8 @@ class KVCacheManager:
                 )
             if any(hit.blocks) and any(group.blocks(state.request_id) for group in self.groups):
                 raise InvalidArgument(f"request {state.request_id!r} already holds blocks; it cannot adopt a hit")
+        if num_lookahead_tokens and not self.policy.lookahead_supported:
+            raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no lookahead slots")
         if delay_cache_blocks and not self.policy.delay_cache_blocks_supported:
             raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no delay_cache_blocks")
         if num_new_tokens == 0 and not (self.policy.zero_token_hit_adoption and num_new_computed_tokens > 0):

@@ -55,7 +55,7 @@ def sliding_window_hit(
     # its last full block; vLLM 0.9.2 then raises IndexError here, see the V1 machine's
     # lookup_overruns_hashes.)
     max_blocks = min(max_length // block_size, len(block_hashes))
-    hit: list[list[KVBlock]] = [[pool.null_block] * max_blocks for _ in group_ids]
+    hit: list[list[KVBlock]] = [[pool.null()] * max_blocks for _ in group_ids]
     run = 0
     found = False
     for index in range(max_blocks - 1, -1, -1):
@@ -136,7 +136,7 @@ class GroupManager:
             if table[index] is self.pool.null_block:
                 break
             released.append(table[index])
-            table[index] = self.pool.null_block
+            table[index] = self.pool.null()
         if released:
             self.pool.free_blocks(released, self._hashless_to_front())
 
@@ -172,15 +172,24 @@ class GroupManager:
             # Whether the skipped head is touched too is a policy choice (hit_touches_skipped_nulls);
             # the pool then counts or ignores the null block as the policy says.
             self.pool.touch(head + kept if self.pool.policy.hit_touches_skipped_nulls else kept)
-        table.extend([self.pool.null_block] * len(head) + kept)
+        nulls = [self.pool.null()] * len(head) if head else []  # a pool without a null block has no window
+        table.extend(nulls + kept)
         self.num_cached_block[request_id] = len(table)
 
-    def allocate_new_blocks(self, request_id: str, num_tokens: int) -> list[KVBlock]:
-        """Grow the table to hold ``num_tokens`` tokens; return the blocks added."""
+    def allocate_new_blocks(self, request_id: str, num_tokens: int, preallocate: int = 0,
+                            max_blocks: int | None = None) -> list[KVBlock]:
+        """Grow the table to hold ``num_tokens`` tokens; return the blocks added.
+
+        When blocks are missing, ``preallocate`` more are taken (vLLM before 0.8.5), as many as
+        the free queue holds and the table has room for up to ``max_blocks`` entries.
+        """
         table = self.req_to_blocks.setdefault(request_id, [])
         missing = cdiv(num_tokens, self.block_size) - len(table)
         if missing <= 0:
             return []
+        if preallocate:
+            room = missing + preallocate if max_blocks is None else max_blocks - len(table)
+            missing = min(missing + preallocate, self.pool.num_free_blocks, room)
         fresh = self.pool.get_new_blocks(missing)
         table.extend(fresh)
         return fresh
