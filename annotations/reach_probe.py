@@ -48,6 +48,14 @@ REPORT = ANNOTATIONS_ROOT / f"reach-probe-{VERSION}.json"
 #: Upstream files whose lines are recorded (a trailing ``/`` is a folder).
 TRACED = ("vllm/core/block_manager.py", "vllm/core/evictor.py", "vllm/core/block/")
 
+#: The files whose bytes decide what a per-release summary's run reaches (globs: 0.6.3.post1 names
+#: its evictors evictor_v1.py and evictor_v2.py): the block manager, the scheduler, the engine, the
+#: output processor and the sequence types. A summary records their sha256.
+SUMMARY_FILES = ("vllm/core/block_manager.py", "vllm/core/evictor*.py", "vllm/core/block/*.py",
+                 "vllm/core/scheduler.py", "vllm/engine/llm_engine.py",
+                 "vllm/engine/output_processor/single_step.py", "vllm/sequence.py")
+SUMMARY_COMMAND = 'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $V/bin/python -m annotations.reach_probe --liveness'
+
 #: The configurations the probe runs: the settings each one stands for, spelled as the notes'
 #: ``setting`` statuses spell them, and the engine arguments that make them.
 CONFIGS: dict[str, dict] = {
@@ -111,6 +119,25 @@ RESET_STEP = 60
 # --------------------------------------------------------------------------- driving vLLM
 
 
+def _accepted(fn, **kwargs) -> dict:
+    """The keyword arguments ``fn`` takes (releases add and drop parameters)."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def _required(cls, **fallbacks) -> dict:
+    """Values for the parameters of ``cls`` that have no default in this release (``task`` in
+    0.6.4-0.6.5, ``max_num_batched_tokens`` before 0.6.6), from ``fallbacks``."""
+    import inspect
+
+    params = inspect.signature(cls).parameters
+    return {k: v for k, v in fallbacks.items() if k in params and params[k].default is inspect.Parameter.empty}
+
+
 def _engine(config: dict):
     """An ``LLMEngine`` shell around a real V0 ``Scheduler``: only the model executor is fake."""
     from vllm.config import CacheConfig, SchedulerConfig
@@ -122,7 +149,10 @@ def _engine(config: dict):
     w = WORKLOAD
     # What EngineArgs.create_engine_config leaves for the V0 engine with a model of
     # max_model_len <= 32K: no chunked prefill, max_num_seqs 256 (arg_utils._set_default_args_v0).
+    # Releases before 0.6.6 take max_num_batched_tokens (None: the config's own default) and,
+    # 0.6.4-0.6.5, the task as required arguments.
     scheduler_config = SchedulerConfig(
+        **_required(SchedulerConfig, task="generate", max_num_batched_tokens=None),
         max_model_len=w["max_model_len"],
         max_num_seqs=w["max_num_seqs"],
         enable_chunked_prefill=False,
@@ -140,7 +170,8 @@ def _engine(config: dict):
     cache_config.num_gpu_blocks = w["num_gpu_blocks"]
     cache_config.num_cpu_blocks = w["num_cpu_blocks"]
 
-    scheduler_cls = _resolve(scheduler_config.scheduler_cls)
+    # Before 0.7.3 the scheduler class is not configurable: vllm.core.scheduler.Scheduler.
+    scheduler_cls = _resolve(getattr(scheduler_config, "scheduler_cls", "vllm.core.scheduler.Scheduler"))
     engine = LLMEngine.__new__(LLMEngine)
     engine.scheduler_config = scheduler_config
     engine.cache_config = cache_config
@@ -158,7 +189,7 @@ def _engine(config: dict):
     engine.use_cached_outputs = False
     engine.seq_counter = Counter()
     engine.generation_config_fields = {}
-    engine.input_preprocessor = _PreprocessorShell(w["eos_token_id"])
+    engine.input_preprocessor = _PreprocessorShell(w["eos_token_id"], bool(config.get("encoder_decoder")))
     engine.model_executor = _FakeExecutor(random.Random(w["seed"]), w["eos_token_id"])
     engine.cached_scheduler_outputs = [SchedulerOutputState()]
     engine.scheduler_contexts = [SchedulerContext()]
@@ -178,9 +209,10 @@ def _engine(config: dict):
 def _resolve(qualname):
     if not isinstance(qualname, str):
         return qualname
-    from vllm.utils import resolve_obj_by_qualname
+    import importlib
 
-    return resolve_obj_by_qualname(qualname)
+    module, _, name = qualname.rpartition(".")  # what vllm.utils.resolve_obj_by_qualname does
+    return getattr(importlib.import_module(module), name)
 
 
 class _ModelConfigShell:
@@ -188,6 +220,12 @@ class _ModelConfigShell:
 
     is_multimodal_model = False
     max_logprobs = 20
+    # Read by older engines' output path: 0.6.3 (embedding_mode, is_embedding_model), 0.6.4-0.7 (task
+    # / runner_type).
+    embedding_mode = False
+    is_embedding_model = False
+    task = "generate"
+    runner_type = "generate"
 
     def __init__(self, max_model_len: int) -> None:
         self.max_model_len = max_model_len
@@ -206,11 +244,15 @@ class _DeviceConfigShell:
 
 
 class _PreprocessorShell:
-    def __init__(self, eos_token_id: int) -> None:
+    def __init__(self, eos_token_id: int, encoder_decoder: bool = False) -> None:
         self.eos_token_id = eos_token_id
+        self.encoder_decoder = encoder_decoder
 
     def get_eos_token_id(self, lora_request=None) -> int:
         return self.eos_token_id
+
+    def is_encoder_decoder_model(self) -> bool:  # asked by 0.6.3's input validation
+        return self.encoder_decoder
 
 
 class _FakeExecutor:
@@ -236,8 +278,14 @@ class _FakeExecutor:
         for meta in execute_model_req.seq_group_metadata_list:
             samples = []
             for seq_id in meta.seq_data:
-                token = self.eos_token_id if self.rng.random() < 0.01 else self.rng.randrange(3, 32000)
-                samples.append(SequenceOutput(seq_id, token, {token: Logprob(0.0)}))
+                # As the sampler does: a prompt gives best_of (default n) samples of its one sequence
+                # (the output processor forks the others off it), a decode step one per sequence. A
+                # group of one request with n > 1 exists only before 0.6.4 (ParallelSampleSequenceGroup).
+                params = meta.sampling_params
+                count = max(params.n, getattr(params, "best_of", None) or 1) if meta.is_prompt else 1
+                for _ in range(count):
+                    token = self.eos_token_id if self.rng.random() < 0.01 else self.rng.randrange(3, 32000)
+                    samples.append(SequenceOutput(seq_id, token, {token: Logprob(0.0)}))
             outputs.append(CompletionSequenceGroupOutput(samples, None))
         return [SamplerOutput(outputs=outputs)]
 
@@ -261,16 +309,39 @@ def _prompts(rng: random.Random, count: int) -> list[list[int]]:
     return prompts
 
 
-def drive(config: dict) -> dict:
-    """Run one configuration (a :data:`CONFIGS` value); return what ran and what the run did."""
+def _encoder_decoder_inputs(engine, prompt: list[int]) -> dict:
+    """The processed inputs of an encoder-decoder request: the prompt feeds the encoder, the decoder
+    starts short. Before 0.6.4 they are one flat dict (``encoder_prompt_token_ids`` beside the
+    decoder's ``prompt_token_ids``), from 0.6.4 ``{"encoder": ..., "decoder": ...}``."""
+    import inspect
+
+    from vllm.inputs import token_inputs
+
+    if "encoder_prompt_token_ids" in inspect.getsource(type(engine)._add_processed_request):
+        return dict(token_inputs(prompt[:1]), encoder_prompt_token_ids=list(prompt))
+    return {"encoder": token_inputs(prompt), "decoder": token_inputs(prompt[:1])}
+
+
+def drive(config: dict, trace: bool = True) -> dict:
+    """Run one configuration (a :data:`CONFIGS` value); return what ran and what the run did.
+
+    ``trace=False`` records no lines (``executed`` is empty): the per-release summary needs only
+    ``run``. A configuration whose engine this release cannot build returns ``not_run`` (the
+    innermost vLLM frame of the error) and no numbers.
+    """
     from vllm.inputs import token_inputs
     from vllm.sampling_params import SamplingParams
 
     w = WORKLOAD
     tracer = _Tracer(_vllm_root())
-    tracer.start()  # the scheduler and its block manager are built inside the trace
+    head = {"settings": config["settings"], "engine_args": _engine_args(config)}
+    if trace:
+        tracer.start()  # the scheduler and its block manager are built inside the trace
     try:
         engine = _engine(config)
+    except Exception as err:  # noqa: BLE001 (a release that cannot build the configuration is a finding)
+        return {**head, "not_run": "the engine could not be built: " + _where(err, 0).replace(" at step 0", ""),
+                "executed": {}}
     finally:
         tracer.stop()
     rng = random.Random(w["seed"] + 1)
@@ -282,35 +353,45 @@ def drive(config: dict) -> dict:
     to_abort = {"req-6", "req-17"}  # a client that goes away mid-generation
 
     stats = {"steps": 0, "preempted": 0, "finished_requests": 0, "aborted": [], "parallel_sample_requests": 0,
-             "largest_group_added": 0}
+             "largest_group_added": 0, "largest_group_seen": 0, "forked_sequences": 0}
+    scheduler = engine.scheduler[0]
+    fork_seq = scheduler.fork_seq  # the output processor forks a sampled sequence through it
+
+    def counted_fork(parent, child):
+        stats["forked_sequences"] += 1
+        return fork_seq(parent, child)
+
+    scheduler.fork_seq = counted_fork
+    extra = _accepted(engine._add_processed_request, lora_request=None, prompt_adapter_request=None)
     pending = list(requests)
-    tracer.start()
+    if trace:
+        tracer.start()
+    step = 0
     try:
-        step = 0
         while step < w["max_steps"] and (pending or engine.has_unfinished_requests()):
             # Requests arrive over time, a few per step, as a server receives them.
             for _ in range(min(len(pending), rng.randrange(0, 4))):
                 request_id, prompt, params = pending.pop(0)
-                inputs = token_inputs(prompt)
-                if config.get("encoder_decoder"):  # the prompt feeds the encoder; the decoder starts short
-                    inputs = {"encoder": inputs, "decoder": token_inputs(prompt[:1])}
-                engine._add_processed_request(
-                    request_id, inputs, params, arrival_time=float(step), lora_request=None
-                )
+                inputs = _encoder_decoder_inputs(engine, prompt) if config.get("encoder_decoder") \
+                    else token_inputs(prompt)
+                engine._add_processed_request(request_id, inputs, params, arrival_time=float(step), **extra)
                 stats["parallel_sample_requests"] += params.n > 1
                 stats["largest_group_added"] = max(
-                    [stats["largest_group_added"]] + [len(g.seqs) for g in engine.scheduler[0].waiting])
+                    [stats["largest_group_added"]] + [len(g.seqs) for g in scheduler.waiting])
             if step == 40:
                 for request_id in sorted(to_abort):
                     engine.abort_request(request_id)
                     stats["aborted"].append(request_id)
             if step == RESET_STEP:  # LLM.reset_prefix_cache while requests hold blocks (it refuses then)
-                stats["reset_prefix_cache_mid_run"] = engine.reset_prefix_cache()
+                stats["reset_prefix_cache_mid_run"] = _reset_prefix_cache(engine)
             outputs = engine.step()
             stats["preempted"] += engine.scheduler_contexts[0].scheduler_outputs.preempted or 0
             stats["finished_requests"] += sum(1 for o in outputs if o.finished)
+            stats["largest_group_seen"] = max(
+                [stats["largest_group_seen"]] + [len(g.seqs) for q in (scheduler.running, scheduler.swapped)
+                                                 for g in q])
             step += 1
-        stats["reset_prefix_cache_at_end"] = engine.reset_prefix_cache()
+        stats["reset_prefix_cache_at_end"] = _reset_prefix_cache(engine)
     except Exception as err:  # noqa: BLE001 (vLLM failing under a setting is a finding, not a probe error)
         stats["error"] = _where(err, step)
     finally:
@@ -320,8 +401,14 @@ def drive(config: dict) -> dict:
     ex = engine.model_executor
     stats.update(model_calls=ex.calls, blocks_swapped_in=ex.swapped_in, blocks_swapped_out=ex.swapped_out,
                  blocks_copied=ex.copies)
-    return {"settings": config["settings"], "engine_args": _engine_args(config), "run": stats,
-            "executed": tracer.lines()}
+    return {**head, "run": stats, "executed": tracer.lines()}
+
+
+def _reset_prefix_cache(engine) -> bool | str:
+    """``LLMEngine.reset_prefix_cache()`` (from 0.7.0); a sentence where the release has none."""
+    if not hasattr(engine, "reset_prefix_cache"):
+        return "not in this release (LLMEngine has no reset_prefix_cache)"
+    return engine.reset_prefix_cache()
 
 
 def _where(err: BaseException, step: int) -> str:
@@ -462,6 +549,46 @@ def run(out: Path = REPORT) -> dict:
     text = re.sub(r"\[[0-9,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)  # a list of numbers: one line
     out.write_text(text + "\n", encoding="utf-8")
     return report
+
+
+def summary() -> dict:
+    """Every configuration's ``run`` (no line trace) in the installed release, and the sha256 of
+    :data:`SUMMARY_FILES`: what ``--liveness`` files per release (``annotations.liveness``)."""
+    os.environ["VLLM_USE_V1"] = "0"
+    import vllm
+
+    root = _vllm_root()
+    files = sorted({str(p.relative_to(root)).replace(os.sep, "/") for pattern in SUMMARY_FILES
+                    for p in root.glob(pattern)})
+    sha = {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files}
+    configs = {}
+    for name, config in CONFIGS.items():
+        try:
+            done = drive(config, trace=False)
+        except Exception as err:  # noqa: BLE001 (e.g. an import the release lacks: recorded, not faked)
+            done = {"settings": config["settings"], "engine_args": _engine_args(config),
+                    "not_run": "the probe could not start: " + _where(err, 0).replace(" at step 0", "")}
+        configs[name] = {k: v for k, v in done.items() if k != "executed"}
+    return {"vllm_version": vllm.__version__, "python": sys.version.split()[0], "workload": WORKLOAD,
+            "sha256": sha, "files_sha256": hashlib.sha256("".join(f"{h}  {f}\n" for f, h in sha.items())
+                                                          .encode()).hexdigest(),
+            "configs": configs}
+
+
+def file_liveness(path: Path | None = None, environment: dict | None = None) -> dict:
+    """Run :func:`summary` and file it under the installed release in the liveness report."""
+    import datetime
+
+    from annotations import liveness
+    from conformance.matrix import project_state
+
+    done = summary()
+    entry = liveness.make_entry(done, release=done["vllm_version"], command=SUMMARY_COMMAND,
+                                project=project_state(Path(__file__).resolve().parents[1]),
+                                date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+                                environment=environment)
+    liveness.file_entry(entry, path or liveness.REPORT)
+    return entry
 
 
 # --------------------------------------------------------------------------- comparing with the notes
@@ -614,7 +741,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-only", action="store_true", help="read the committed report; run nothing")
     parser.add_argument("--out", type=Path, default=REPORT, help="the report to write (or to read with --compare-only)")
     parser.add_argument("--notes", action="store_true", help="also print, per note, where its lines ran")
+    parser.add_argument("--liveness", action="store_true",
+                        help="in any V0 release: run every configuration without the line trace and file the "
+                             "summary in the liveness report (annotations/liveness.py); compare nothing")
+    parser.add_argument("--liveness-file", type=Path, default=None, help="the liveness report to file into")
+    parser.add_argument("--environment", default=None, help="JSON: how the environment was built (filed as is)")
     args = parser.parse_args(argv)
+    if args.liveness:
+        entry = file_liveness(args.liveness_file, json.loads(args.environment) if args.environment else None)
+        for name, config in entry["configs"].items():
+            print(f"{entry['release']} {name}: {config.get('run') or 'not run: ' + config['not_run']}")
+        return 0
     report = load_report(args.out) if args.compare_only else run(args.out)
     for name, config in {**report["configs"], **report.get("scenarios", {})}.items():
         print(f"{name}: settings {', '.join(config['settings'])}; run {config['run']}")
