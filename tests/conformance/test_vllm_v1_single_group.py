@@ -82,3 +82,20 @@ def test_0_8_x_gets_a_plain_list():
     (n, blocks, lookahead), = manager.calls
     assert n == 5 and [b.block_id for b in blocks] == [7] and lookahead == 2
     assert wrapped.get_block_ids("r") == ([3],) and wrapped.get_block_ids("other") == ([],)
+
+
+class Manager083(Manager085):
+    """0.8.0-0.8.3's allocate_slots: no num_lookahead_tokens (v0.8.3 vllm/v1/core/kv_cache_manager.py:162-167)."""
+
+    def allocate_slots(self, request, num_tokens, new_computed_blocks=None):
+        self.calls.append((num_tokens, new_computed_blocks))
+        return [types.SimpleNamespace(block_id=9)]
+
+
+def test_a_manager_without_lookahead_slots_is_called_without_the_argument():
+    """Catches: the wrapper passing num_lookahead_tokens=0 to 0.8.0-0.8.3's allocate_slots, which
+    has no such parameter, so every allocation there raised TypeError."""
+    wrapped = SingleGroupManager(Manager083(), "0.8.3")
+    new = wrapped.allocate_slots("req", 3, 0, None, num_lookahead_tokens=0)
+    assert new is not None and new.get_block_ids() == ([9],)
+    assert wrapped.manager.calls == [(3, None)]
