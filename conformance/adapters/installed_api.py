@@ -70,7 +70,9 @@ def _field_names(cls) -> set[str]:
     return _parameters(cls)  # msgspec / plain classes: the constructor's parameters
 
 
-def _hashing_module(logged: str) -> str:
+def _hashing_module(logged: str, needed: bool = True) -> str:
+    """The module holding the block hash functions; ``needed`` False (0.8.0-0.8.2, which hash with
+    the builtin hash only and have no ``sha256``) keeps the logged name when none has them."""
     for name in (logged, "vllm.utils.hashing", "vllm.utils"):
         try:
             module = importlib.import_module(name)
@@ -78,6 +80,8 @@ def _hashing_module(logged: str) -> str:
             continue
         if hasattr(module, "sha256"):
             return name
+    if not needed:
+        return logged
     raise HarnessError("neither vllm.utils.hashing nor vllm.utils has sha256 (the block hash functions)")
 
 
@@ -96,9 +100,10 @@ def detect(logged: V1Api) -> V1Api:
     config_fields = _field_names(KVCacheConfig)
     has_coordinator = importlib.util.find_spec("vllm.v1.core.kv_cache_coordinator") is not None or \
         hasattr(kv_cache_manager, "get_kv_cache_coordinator")
+    builtin_only = "caching_hash_algo" not in init and hasattr(KVCacheManager, "free_block_hashes")
     detected = dataclasses.replace(
         logged,
-        hashing_module=_hashing_module(logged.hashing_module),
+        hashing_module=_hashing_module(logged.hashing_module, needed=not builtin_only),
         spec_use_mla="use_mla" in _field_names(FullAttentionSpec),
         manager_hash_block_size_arg="hash_block_size" in init,
         manager_scheduler_block_size_arg="scheduler_block_size" in init,
