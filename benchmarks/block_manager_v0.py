@@ -11,7 +11,8 @@ forward pass advances the computed count, the sampler appends a token, a fork de
 ``Sequence``); that is scheduler work, not page management, and untimed. All sequence objects --
 vLLM's ``Sequence``/``SequenceGroup`` (built by the conformance adapter's public API) and the
 reference's ``SeqView`` values (one growing token list per sequence, as vLLM's ``Sequence``
-keeps) -- are made outside the timed calls. Operations per second count manager calls.
+keeps; both kept by the one V0 sequence model, :mod:`conformance.adapters.v0_sequences`) -- are
+made outside the timed calls. Operations per second count manager calls.
 
 Every answer a side gives (allocation status, copy-on-write and swap pairs, common computed
 blocks) is checked against the recorded one, untimed, and after each replay the whole ledger
@@ -55,7 +56,8 @@ from benchmarks.traces_v0 import (
     make_v0_trace,
     reference_manager,
 )
-from reference.blocks.v0 import SeqView
+from conformance.adapters.reference_v0 import snapshot
+from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
 
 # Ops whose answer is compared with the recorded one, and how an answer is made comparable.
 ANSWERED = {
@@ -64,7 +66,7 @@ ANSWERED = {
     CAN_SWAP_IN: lambda got: got.name, SWAP_IN: lambda got: tuple(map(tuple, got)),
 }
 # Status changes a call makes to its group's sequences: (from, to).
-MOVES = {ALLOCATE: ("WAITING", "RUNNING"), SWAP_OUT: ("RUNNING", "SWAPPED"), SWAP_IN: ("SWAPPED", "RUNNING")}
+MOVES = {ALLOCATE: (WAITING, RUNNING), SWAP_OUT: (RUNNING, SWAPPED), SWAP_IN: (SWAPPED, RUNNING)}
 
 
 def check_answer(op: tuple, got: Any) -> None:
@@ -74,22 +76,19 @@ def check_answer(op: tuple, got: Any) -> None:
         raise Diverged(f"answered {shape(got)!r}, recorded {op[2]!r}")
 
 
-class _Sequences:
-    """A reference side's sequences as the V0 scheduler keeps them: tokens, counts, status, groups."""
+def _prepare_sequences(sequences: Any, trace: V0Trace) -> Any:
+    """``sequences`` (either side's) holding one waiting group per prompt, as the trace numbers them."""
+    for i, prompt in enumerate(trace.prompts):
+        sequences.add_group(i, [i], prompt)
+    return sequences
+
+
+class _ReferenceState:
+    """A reference side's manager and its sequences (:class:`~conformance.adapters.v0_sequences.V0Sequences`)."""
 
     def __init__(self, manager: Any, trace: V0Trace) -> None:
         self.manager = manager
-        self.tokens = {i: list(p) for i, p in enumerate(trace.prompts)}
-        self.computed = dict.fromkeys(self.tokens, 0)
-        self.prefill = dict.fromkeys(self.tokens, True)
-        self.status = dict.fromkeys(self.tokens, "WAITING")
-        self.members: dict[int, list[int]] = {g: [g] for g in range(len(trace.prompts))}
-
-    def view(self, sid: int) -> SeqView:
-        return SeqView(sid, self.tokens[sid], self.computed[sid], self.prefill[sid])
-
-    def group(self, g: int, wanted: str) -> list[SeqView]:
-        return [self.view(s) for s in self.members[g] if self.status[s] == wanted]
+        self.sequences = _prepare_sequences(V0Sequences(), trace)
 
 
 # -- the reference --------------------------------------------------------------------------------
@@ -98,57 +97,52 @@ class ReferenceV0Side:
 
     label = "reference"
 
-    def prepare(self, trace: V0Trace) -> _Sequences:
-        return _Sequences(reference_manager(trace), trace)
+    def prepare(self, trace: V0Trace) -> _ReferenceState:
+        return _ReferenceState(reference_manager(trace), trace)
 
-    def call(self, s: _Sequences, op: tuple):  # one line per op kind
-        m, kind = s.manager, op[0]
+    def call(self, s: _ReferenceState, op: tuple):  # one line per op kind
+        m, q, kind = s.manager, s.sequences, op[0]
         if kind == STEP:
             _, sid, n, token = op
-            s.computed[sid] += n
-            s.prefill[sid] = s.prefill[sid] and s.computed[sid] < len(s.tokens[sid])  # decode is for good
+            q.compute(sid, n)
             if token is not None:
-                s.tokens[sid].append(token)
+                q.append_token(sid, token)
             return None
         if kind == FORK:
             _, g, parent, child = op
-            s.tokens[child] = list(s.tokens[parent])
-            s.computed[child], s.prefill[child] = s.computed[parent], s.prefill[parent]
-            s.status[child] = s.status[parent]
-            s.members[g].append(child)
+            q.fork(g, parent, child)
             return partial(m.fork, parent, child)
         if kind == APPEND_SLOTS:
-            return partial(m.append_slots, s.view(op[1]), 0)
+            return partial(m.append_slots, q.seqs[op[1]].view(), 0)
         if kind == SCHEDULED:
             return partial(_scheduled, m.get_block_table, m.access_all_blocks_in_seq, op[1], op[2])
         if kind == CACHED:
-            return partial(m.get_num_cached_tokens, s.view(op[1]))
+            return partial(m.get_num_cached_tokens, q.seqs[op[1]].view())
         if kind == MARK:
             return m.mark_blocks_as_computed
         if kind == FREE:
-            s.status[op[1]] = "FINISHED"
+            q.finish(op[1])
             return partial(m.free, op[1])
         if kind == CAN_ALLOCATE:
-            return partial(m.can_allocate, s.group(op[1], "WAITING")[0], 0)
+            return partial(m.can_allocate, q.views(op[1], WAITING)[0], 0)
         if kind in MOVES:
             old, new = MOVES[kind]
-            seqs = s.group(op[1], old)
-            for view in seqs:
-                s.status[view.seq_id] = new
-            return partial({ALLOCATE: m.allocate, SWAP_OUT: m.swap_out, SWAP_IN: m.swap_in}[kind], seqs)
+            views = q.views(op[1], old)
+            q.move(op[1], old, new)
+            return partial({ALLOCATE: m.allocate, SWAP_OUT: m.swap_out, SWAP_IN: m.swap_in}[kind], views)
         if kind == CAN_APPEND:
-            return partial(m.can_append_slots, s.group(op[1], "RUNNING"), 0)
+            return partial(m.can_append_slots, q.views(op[1], RUNNING), 0)
         if kind == COMMON:
-            return partial(m.get_common_computed_block_ids, s.group(op[1], "RUNNING"))
+            return partial(m.get_common_computed_block_ids, q.views(op[1], RUNNING))
         if kind == CAN_SWAP_OUT:
-            return partial(m.can_swap_out, s.group(op[1], "RUNNING"))
-        return partial(m.can_swap_in, s.group(op[1], "SWAPPED"), 0)  # CAN_SWAP_IN
+            return partial(m.can_swap_out, q.views(op[1], RUNNING))
+        return partial(m.can_swap_in, q.views(op[1], SWAPPED), 0)  # CAN_SWAP_IN
 
-    def check(self, s: _Sequences, op: tuple, got: Any) -> None:
+    def check(self, s: _ReferenceState, op: tuple, got: Any) -> None:
         check_answer(op, got)
 
-    def final_state(self, s: _Sequences) -> dict:
-        return s.manager.snapshot()
+    def final_state(self, s: _ReferenceState) -> dict:
+        return snapshot(s.manager)
 
 
 def _scheduled(get_block_table, access, seq: Any, now: float) -> None:
@@ -158,24 +152,22 @@ def _scheduled(get_block_table, access, seq: Any, now: float) -> None:
 
 
 # -- vLLM -----------------------------------------------------------------------------------------
-class _VllmSequences:
-    """vLLM's own ``Sequence``/``SequenceGroup`` objects for one replay, built by the adapter."""
+class _VllmState:
+    """vLLM's manager and its own ``Sequence`` objects for one replay, built by the adapter."""
 
     def __init__(self, system: Any, trace: V0Trace) -> None:
-        from vllm.sequence import Logprob, SequenceStatus  # public vLLM names, imported on build
+        from conformance.adapters.vllm_v0 import VllmV0Sequences
 
         self.system, self.bm = system, system.bm
-        self.logprob, self.status = Logprob, SequenceStatus
-        self.seqs = {i: system.make_sequence(i, list(p)) for i, p in enumerate(trace.prompts)}
-        self.groups = {i: system.make_group(str(i), [seq]) for i, seq in self.seqs.items()}
-        self.members: dict[int, list[int]] = {g: [g] for g in range(len(trace.prompts))}
+        self.sequences = _prepare_sequences(VllmV0Sequences(system), trace)
 
 
 class VllmV0Side:
     """vLLM 0.10.2's ``SelfAttnBlockSpaceManager`` with its own ``Sequence``/``SequenceGroup`` objects.
 
     The manager and the sequences are built by the conformance adapter's public API
-    (:class:`conformance.adapters.vllm_v0.VllmV0System`), so both projects construct vLLM alike.
+    (:class:`conformance.adapters.vllm_v0.VllmV0System` and ``VllmV0Sequences``), so both
+    projects construct vLLM alike.
     """
 
     label = "vllm"
@@ -185,44 +177,40 @@ class VllmV0Side:
 
         self._system_class = VllmV0System
 
-    def prepare(self, trace: V0Trace) -> _VllmSequences:
-        return _VllmSequences(self._system_class(trace.config), trace)
+    def prepare(self, trace: V0Trace) -> _VllmState:
+        return _VllmState(self._system_class(trace.config), trace)
 
-    def call(self, v: _VllmSequences, op: tuple):  # one line per op kind
-        bm, kind, S = v.bm, op[0], v.status
+    def call(self, v: _VllmState, op: tuple):  # one line per op kind
+        bm, q, kind = v.bm, v.sequences, op[0]
         if kind == STEP:
             _, sid, n, token = op
-            seq = v.seqs[sid]
-            if n:
-                seq.data.update_num_computed_tokens(n)
+            q.compute(sid, n)
             if token is not None:
-                seq.append_token_id(token, {token: v.logprob(0.0)})
+                q.append_token(sid, token)
             return None
         if kind == FORK:
             _, g, parent, child = op
-            v.seqs[child] = v.seqs[parent].fork(child)
-            v.members[g].append(child)
-            v.groups[g] = v.system.make_group(str(g), [v.seqs[s] for s in v.members[g]])
-            return partial(bm.fork, v.seqs[parent], v.seqs[child])
+            q.fork(g, parent, child)
+            return partial(bm.fork, q.seqs[parent], q.seqs[child])
         if kind == APPEND_SLOTS:
-            return partial(bm.append_slots, v.seqs[op[1]], 0)
+            return partial(bm.append_slots, q.seqs[op[1]], 0)
         if kind == SCHEDULED:
-            return partial(_scheduled, bm.get_block_table, bm.access_all_blocks_in_seq, v.seqs[op[1]], op[2])
+            return partial(_scheduled, bm.get_block_table, bm.access_all_blocks_in_seq, q.seqs[op[1]], op[2])
         if kind == CACHED:
-            return partial(bm.get_num_cached_tokens, v.seqs[op[1]])
-        if kind == MARK:
-            return partial(bm.mark_blocks_as_computed, v.groups[op[1]], 0)
+            return partial(bm.get_num_cached_tokens, q.seqs[op[1]])
         if kind == FREE:
-            return partial(bm.free, v.seqs[op[1]])
-        group = v.groups[op[1]]
+            return partial(bm.free, q.seqs[op[1]])
+        if kind == COMMON:
+            return partial(bm.get_common_computed_block_ids, q.with_status(op[1], RUNNING))
+        group = q.group(op[1])
+        if kind == MARK:
+            return partial(bm.mark_blocks_as_computed, group, 0)
         if kind == CAN_ALLOCATE:
             return partial(bm.can_allocate, group, 0)
         if kind == ALLOCATE:
             return partial(bm.allocate, group)
         if kind == CAN_APPEND:
             return partial(bm.can_append_slots, group, 0)
-        if kind == COMMON:
-            return partial(bm.get_common_computed_block_ids, group.get_seqs(status=S.RUNNING))
         if kind == CAN_SWAP_OUT:
             return partial(bm.can_swap_out, group)
         if kind == SWAP_OUT:
@@ -231,17 +219,15 @@ class VllmV0Side:
             return partial(bm.can_swap_in, group, 0)
         return partial(bm.swap_in, group)  # SWAP_IN
 
-    def check(self, v: _VllmSequences, op: tuple, got: Any) -> None:
+    def check(self, v: _VllmState, op: tuple, got: Any) -> None:
         check_answer(op, got)
-        S, kind = v.status, op[0]
+        kind = op[0]
         if kind == FREE:
-            v.seqs[op[1]].status = S.FINISHED_STOPPED
+            v.sequences.finish(op[1])
         elif kind in MOVES:
-            old, new = (getattr(S, name) for name in MOVES[kind])
-            for seq in v.groups[op[1]].get_seqs(status=old):
-                seq.status = new
+            v.sequences.move(op[1], *MOVES[kind])
 
-    def final_state(self, v: _VllmSequences) -> dict:
+    def final_state(self, v: _VllmState) -> dict:
         return v.system.snapshot()
 
 

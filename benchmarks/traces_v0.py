@@ -29,7 +29,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from benchmarks.traces import VOCAB, Workload, make_workload
-from reference.blocks.v0 import AllocStatus, BlockSpaceManager, SeqView
+from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
+from reference.blocks.v0 import AllocStatus, BlockSpaceManager
 
 # Op codes: the first element of every op tuple; the comment gives the rest of the tuple.
 CACHED = 0  # (seq,)                        get_num_cached_tokens(seq)
@@ -105,27 +106,13 @@ def reference_manager(trace: V0Trace) -> BlockSpaceManager:
 
 # -- recording ----------------------------------------------------------------------------------
 @dataclass
-class _Seq:
-    seq_id: int
-    tokens: list[int]
-    computed: int = 0
-    status: str = "WAITING"
-    prefill: bool = True  # vLLM's stage: decode from the moment every token was computed once
-
-    def view(self) -> SeqView:
-        return SeqView(self.seq_id, self.tokens, self.computed, self.prefill)
-
-
-@dataclass
 class _Group:
+    """What the scheduler knows of a request beyond its sequences (those are in ``_Recorder.sequences``)."""
+
     index: int
-    seqs: list[_Seq]
     output_len: int
     chunk: int
     outputs: int = 0
-
-    def with_status(self, status: str) -> list[_Seq]:
-        return [s for s in self.seqs if s.status == status]
 
 
 class _Recorder:
@@ -141,9 +128,11 @@ class _Recorder:
         self.rng = random.Random(f"v0-scheduler:{name}:{seed}")
         self.ops: list[tuple] = []
         self.next_seq_id = len(self.w.prompts)
+        self.sequences = V0Sequences()
+        for i, p in enumerate(self.w.prompts):
+            self.sequences.add_group(i, [i], p)
         self.waiting: deque[_Group] = deque(
-            _Group(i, [_Seq(i, list(p))], self.w.output_lens[i], self.w.chunk_sizes[i])
-            for i, p in enumerate(self.w.prompts))
+            _Group(i, self.w.output_lens[i], self.w.chunk_sizes[i]) for i in range(len(self.w.prompts)))
         self.running: list[_Group] = []
         self.swapped: deque[_Group] = deque()
         self.now = 0.0
@@ -176,7 +165,7 @@ class _Recorder:
         while index < len(self.running):
             group = self.running[index]
             while True:
-                ok = self.m.can_append_slots([s.view() for s in group.with_status("RUNNING")], 0)
+                ok = self.m.can_append_slots(self.sequences.views(group.index, RUNNING), 0)
                 self.ops.append((CAN_APPEND, group.index, ok))
                 if ok:
                     break
@@ -193,35 +182,33 @@ class _Recorder:
         return scheduled, preempted
 
     def _append_slots(self, group: _Group) -> None:
-        for seq in group.with_status("RUNNING"):
+        for seq in self.sequences.with_status(group.index, RUNNING):
             cows = self.m.append_slots(seq.view(), 0)
             self.ops.append((APPEND_SLOTS, seq.seq_id, tuple(map(tuple, cows))))
 
     def _swap_out(self, group: _Group) -> None:
-        ok = self.m.can_swap_out([s.view() for s in group.with_status("RUNNING")])
+        ok = self.m.can_swap_out(self.sequences.views(group.index, RUNNING))
         self.ops.append((CAN_SWAP_OUT, group.index, ok))
         if not ok:
             self._abort(group)
             return
-        pairs = self.m.swap_out([s.view() for s in group.with_status("RUNNING")])
+        pairs = self.m.swap_out(self.sequences.views(group.index, RUNNING))
         self.ops.append((SWAP_OUT, group.index, tuple(map(tuple, pairs))))
-        for seq in group.with_status("RUNNING"):
-            seq.status = "SWAPPED"
+        self.sequences.move(group.index, RUNNING, SWAPPED)
         self.swapped.append(group)
 
     def _swap_in(self) -> list[_Group]:
         scheduled = []
         while self.swapped and len(self.running) < self.w.max_num_seqs:
             group = self.swapped[0]
-            status = self.m.can_swap_in([s.view() for s in group.with_status("SWAPPED")], 0)
+            status = self.m.can_swap_in(self.sequences.views(group.index, SWAPPED), 0)
             self.ops.append((CAN_SWAP_IN, group.index, status.name))
             if status is not AllocStatus.OK:
                 break
             self.swapped.popleft()
-            pairs = self.m.swap_in([s.view() for s in group.with_status("SWAPPED")])
+            pairs = self.m.swap_in(self.sequences.views(group.index, SWAPPED))
             self.ops.append((SWAP_IN, group.index, tuple(map(tuple, pairs))))
-            for seq in group.with_status("SWAPPED"):
-                seq.status = "RUNNING"
+            self.sequences.move(group.index, SWAPPED, RUNNING)
             self._append_slots(group)
             self.running.append(group)
             scheduled.append(group)
@@ -231,7 +218,7 @@ class _Recorder:
         scheduled = []
         while self.waiting and len(self.running) < self.w.max_num_seqs:
             group = self.waiting[0]
-            seq = group.seqs[0]
+            seq = self.sequences.members(group.index)[0]
             if self.s.enable_caching:
                 self.m.get_num_cached_tokens(seq.view())
                 self.ops.append((CACHED, seq.seq_id))
@@ -244,19 +231,19 @@ class _Recorder:
                 continue
             self.m.allocate([seq.view()])
             self.ops.append((ALLOCATE, group.index))
-            seq.status = "RUNNING"
+            self.sequences.move(group.index, WAITING, RUNNING)
             self.running.append(group)
             scheduled.append(group)
         return scheduled
 
     def _forward(self, scheduled: list[_Group]) -> None:
         for group in scheduled:
-            for seq in group.with_status("RUNNING"):
+            for seq in self.sequences.with_status(group.index, RUNNING):
                 self.m.get_block_table(seq.seq_id)
                 self.m.access_all_blocks_in_seq(seq.seq_id, self.now)
                 self.ops.append((SCHEDULED, seq.seq_id, self.now))
             if self.s.enable_caching:
-                common = self.m.get_common_computed_block_ids([s.view() for s in group.with_status("RUNNING")])
+                common = self.m.get_common_computed_block_ids(self.sequences.views(group.index, RUNNING))
                 self.ops.append((COMMON, group.index, tuple(common)))
         for group in scheduled:
             self.m.mark_blocks_as_computed()
@@ -266,14 +253,13 @@ class _Recorder:
 
     def _compute_and_sample(self, group: _Group) -> None:
         sampled = False
-        for seq in group.with_status("RUNNING"):
+        for seq in self.sequences.with_status(group.index, RUNNING):
             n = min(len(seq.tokens) - seq.computed, group.chunk)  # a decode step computes one token
-            seq.computed += n
+            seq.compute(n)
             token = None
             if seq.computed == len(seq.tokens):
-                seq.prefill = False
                 token = self.rng.randrange(1, VOCAB)
-                seq.tokens.append(token)
+                seq.append_token(token)
                 sampled = True
             self.ops.append((STEP, seq.seq_id, n, token))
         if not sampled:
@@ -282,27 +268,27 @@ class _Recorder:
         if group.outputs >= group.output_len:
             self.running.remove(group)
             self._abort(group)
-        elif group.outputs == 1 and len(group.seqs) == 1 and self.rng.random() < self.s.fork_prob:
+        elif (group.outputs == 1 and len(self.sequences.groups[group.index]) == 1
+              and self.rng.random() < self.s.fork_prob):
             self._fork(group, self.rng.randint(1, 3))
 
     def _fork(self, group: _Group, children: int) -> None:
-        parent = group.seqs[0]
+        parent = self.sequences.members(group.index)[0]
         for _ in range(children):
-            child = _Seq(self.next_seq_id, list(parent.tokens), parent.computed, parent.status, parent.prefill)
+            child = self.sequences.fork(group.index, parent.seq_id, self.next_seq_id)
             self.next_seq_id += 1
             self.m.fork(parent.seq_id, child.seq_id)
             self.ops.append((FORK, group.index, parent.seq_id, child.seq_id))
-            group.seqs.append(child)
             if self.s.enable_caching:  # the freeing of a sequence needs it tracked
                 self.m.get_num_cached_tokens(child.view())
                 self.ops.append((CACHED, child.seq_id))
 
     def _abort(self, group: _Group) -> None:
-        for seq in group.seqs:
-            if seq.status in ("RUNNING", "SWAPPED", "WAITING"):
+        for seq in self.sequences.members(group.index):
+            if seq.status in (RUNNING, SWAPPED, WAITING):
                 self.m.free(seq.seq_id)
                 self.ops.append((FREE, seq.seq_id))
-                seq.status = "FINISHED"
+                self.sequences.finish(seq.seq_id)
 
 
 def make_v0_trace(name: str, n: int, seed: int = 0) -> V0Trace:

@@ -89,13 +89,13 @@ class Fields:
     optional: Mapping[str, Kind]
 
 
-#: Each semantics' config fields. ``peer`` (V1) and ``against`` (V0) pair the reference with
-#: itself (``"reference"``); the machines write them into the traces they save.
+#: Each semantics' config fields. ``peer`` pairs the reference with itself (``"reference"``); the
+#: machines write it into the traces they save.
 CONFIG_FIELDS: dict[str, Fields] = {
     "v0": Fields(
         required={"block_size": INT, "num_gpu_blocks": INT, "num_cpu_blocks": INT, "watermark": NUMBER,
                   "enable_caching": BOOL},
-        optional={"sliding_window": INT_OR_NULL, "policy": STR, "against": STR_OR_NULL},
+        optional={"sliding_window": INT_OR_NULL, "policy": STR, "peer": STR_OR_NULL},
     ),
     "v1": Fields(
         required={"policy": STR, "block_size": INT, "num_blocks": INT, "groups": LIST, "max_model_len": INT},
@@ -103,6 +103,9 @@ CONFIG_FIELDS: dict[str, Fields] = {
                   "watermark": NUMBER, "peer": STR_OR_NULL},
     ),
 }
+
+#: Config fields that an older trace carries under a name the schema no longer has: old -> new.
+RENAMED_CONFIG_FIELDS: dict[str, str] = {"against": "peer"}
 
 #: A V1 config's KV-cache groups, by ``kind``.
 V1_GROUP_FIELDS: dict[str, Fields] = {
@@ -117,8 +120,8 @@ def _op(required: Mapping[str, Kind] | None = None, optional: Mapping[str, Kind]
     return Fields(required={"op": STR, **(required or {})}, optional=dict(optional or {}))
 
 
-#: Each semantics' ops and their fields (the adapters' vocabularies: ``conformance/adapters/
-#: reference_v1.py`` and ``vllm_v0.py`` say what each op stands for).
+#: Each semantics' ops and their fields (the adapters' vocabularies: the docstrings of
+#: ``conformance/adapters/reference_v1.py`` and ``reference_v0.py`` say what each op stands for).
 OP_FIELDS: dict[str, dict[str, Fields]] = {
     "v0": {
         "add_group": _op({"group": STR, "seqs": INTS, "prompt": INTS}),
@@ -190,6 +193,10 @@ def _check_config(semantics: str, config: dict, source: str) -> None:
     from conformance.changelog import policy_named
     from reference.blocks.policies import V0Policy, V1Policy
 
+    for old, new in RENAMED_CONFIG_FIELDS.items():
+        if isinstance(config, dict) and old in config:
+            raise TraceFileError(source, f"config.{old}", f"renamed to {new!r}: write \"{new}\": "
+                                 f"{_describe(config[old])} instead")
     _check_fields(config, CONFIG_FIELDS[semantics], source, "config", f"a {semantics} config")
     if "policy" in config:
         try:
@@ -271,4 +278,4 @@ def load_trace(path: Path | str) -> dict:
     return check_trace(data, str(path))
 
 
-__all__ = ["CONFIG_FIELDS", "OP_FIELDS", "SEMANTICS", "TraceFileError", "check_trace", "load_trace"]
+__all__ = ["CONFIG_FIELDS", "OP_FIELDS", "RENAMED_CONFIG_FIELDS", "SEMANTICS", "TraceFileError", "check_trace", "load_trace"]

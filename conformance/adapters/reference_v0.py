@@ -1,27 +1,59 @@
-"""The reference V0 block manager as a lockstep *system* (semantics ``"v0"``).
+"""The reference V0 block manager behind the lockstep op vocabulary (semantics ``"v0"``).
 
-The reference manager takes plain :class:`~reference.blocks.v0.SeqView` values, so this adapter
-keeps the sequences themselves - tokens, computed count, prefill/decode stage, status - exactly as
-vLLM's ``Sequence``/``SequenceGroup`` would, and turns every op into the manager call the V0
-scheduler would make. ``conformance.adapters.vllm_v0`` does the same with vLLM's real objects; the
-op vocabulary is documented there, in :data:`OPS`.
+The vocabulary is the V0 scheduler's side of the block-manager protocol, one JSON dict per call;
+each field's type is in :data:`conformance.trace_file.OP_FIELDS`.
+
+Ops (JSON dicts, ``"op"`` names the kind; the V0 scheduler call each stands for):
+
+``add_group`` {group, seqs, prompt}      - new waiting group (no manager call)
+``num_cached_tokens`` {seq}              - ``get_num_cached_tokens(seq)``
+``can_allocate`` {group, lookahead}      - ``can_allocate(group, n)`` -> "OK"/"LATER"/"NEVER"
+``allocate`` {group}                     - ``allocate(group)``; waiting seqs become running
+``compute`` {seq}                        - the forward pass: all tokens computed, stage decode
+``append_token`` {seq, token}            - the sampler appends one output token
+``can_append_slots`` {group, lookahead}  - ``can_append_slots(group, n)``
+``append_slots`` {seq, lookahead}        - ``append_slots(seq, n)`` -> copy-on-write pairs
+``fork`` {group, parent, child}          - ``Sequence.fork`` + ``fork(parent, child)``
+``free`` {seq}                           - ``free(seq)``; the seq is finished
+``can_swap_out`` / ``swap_out`` {group}  - preemption by swapping; running -> swapped
+``can_swap_in`` {group, lookahead} / ``swap_in`` {group} - swapped -> running
+``access`` {seq, now}                    - ``access_all_blocks_in_seq(seq, now)``
+``mark_computed`` {group}                - ``mark_blocks_as_computed(group, 0)``
+``common_computed`` {group}              - ``get_common_computed_block_ids(running seqs)``
+``reset_prefix_cache`` / ``hit_rate`` / ``num_free`` / ``block_table`` {seq}
+
+Refusals are reported by category (:data:`KEY_ERROR`, :data:`OUT_OF_BLOCKS`, :data:`REFUSED`; an
+op this vocabulary lacks: ``"invalid_argument"``). The reference manager takes plain
+:class:`~reference.blocks.v0.SeqView` values, so this adapter keeps the sequences themselves
+(:mod:`conformance.adapters.v0_sequences`), exactly as vLLM's ``Sequence``/``SequenceGroup``
+would. :func:`snapshot` is the state both systems are compared on;
+``conformance.adapters.vllm_v0`` builds the same shape from vLLM's objects.
+
+This module never imports vLLM.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
 from conformance.changelog import policy_named
 from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
 from reference.blocks.policies import V0Policy
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
+from reference.blocks.v0.content_hash import hash_hex
+from reference.blocks.v0.device_allocator import DeviceAllocator
+from reference.blocks.v0.naive_allocator import NaiveAllocator
+from reference.blocks.v0.prefix_caching_allocator import NEVER_ACCESSED, PrefixCachingAllocator
 from upstream.releases import V0_RELEASE, policy_name
 
 # Error categories both adapters agree on.
 KEY_ERROR = "key_error"          # unknown sequence or block (vLLM: KeyError)
 OUT_OF_BLOCKS = "out_of_blocks"  # pool ran dry (vLLM: NoFreeBlocksError)
 REFUSED = "refused"              # any other refusal (vLLM: AssertionError / ValueError)
+UNKNOWN_OP = "invalid_argument"  # an op outside the vocabulary (as the V1 adapters say it)
 
 
 def error_category(err: Exception) -> str:
@@ -32,120 +64,171 @@ def error_category(err: Exception) -> str:
     return REFUSED
 
 
-class _Seq:
-    """A sequence as vLLM's ``Sequence`` tracks it (only the fields the manager reads)."""
-
-    def __init__(self, seq_id: int, tokens: list[int]) -> None:
-        self.seq_id = seq_id
-        self.tokens = list(tokens)
-        self.computed = 0
-        self.prefill = True
-        self.status = "WAITING"
-
-    def view(self) -> SeqView:
-        return SeqView(self.seq_id, self.tokens, self.computed, self.prefill)
+def unknown_op(kind: Any) -> OpError:
+    """The refusal of an op outside the V0 vocabulary (both V0 adapters raise it)."""
+    return OpError(UNKNOWN_OP, f"unknown v0 op {kind!r}")
 
 
 class ReferenceV0System:
-    label = "reference-v0"
+    """The reference BlockSpaceManager, driven by lockstep ops."""
 
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: dict, label: str = "reference-v0") -> None:
+        self.label = label
         self.config = config
         self.manager = BlockSpaceManager(
             block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
             num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
             sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"],
             policy=policy_named(config.get("policy", policy_name(V0_RELEASE)), V0Policy))
-        self.seqs: dict[int, _Seq] = {}
-        self.groups: dict[str, list[int]] = {}
-
-    # -- sequence-group helpers (SequenceGroup.get_seqs(status=...)) -------------------------------
-    def _seqs(self, group: str, status: str) -> list[_Seq]:
-        return [self.seqs[s] for s in self.groups[group] if self.seqs[s].status == status]
-
-    def _set_status(self, group: str, old: str, new: str) -> None:
-        for seq in self._seqs(group, old):
-            seq.status = new
+        self.sequences = V0Sequences()
+        self.ops: dict[str, Callable[[dict], Any]] = {
+            "add_group": self._add_group, "num_cached_tokens": self._num_cached_tokens,
+            "can_allocate": self._can_allocate, "allocate": self._allocate, "compute": self._compute,
+            "append_token": self._append_token, "can_append_slots": self._can_append_slots,
+            "append_slots": self._append_slots, "fork": self._fork, "free": self._free,
+            "can_swap_out": self._can_swap_out, "swap_out": self._swap_out,
+            "can_swap_in": self._can_swap_in, "swap_in": self._swap_in, "access": self._access,
+            "mark_computed": self._mark_computed, "common_computed": self._common_computed,
+            "reset_prefix_cache": self._reset_prefix_cache, "hit_rate": self._hit_rate,
+            "num_free": self._num_free, "block_table": self._block_table,
+        }
 
     def apply(self, op: dict) -> Any:
+        handler = self.ops.get(op["op"])
+        if handler is None:
+            raise unknown_op(op["op"])
         try:
-            return self._apply(op)
+            return handler(op)
         except BlockManagerError as err:
             raise OpError(error_category(err), str(err)) from None
 
-    def _apply(self, op: dict) -> Any:  # one branch per op, kept flat on purpose
-        m, kind = self.manager, op["op"]
-        if kind == "add_group":
-            self.groups[op["group"]] = list(op["seqs"])
-            for sid in op["seqs"]:
-                self.seqs[sid] = _Seq(sid, op["prompt"])
-            return None
-        if kind == "num_cached_tokens":
-            return m.get_num_cached_tokens(self.seqs[op["seq"]].view())
-        if kind == "can_allocate":
-            return m.can_allocate(self._seqs(op["group"], "WAITING")[0].view(), op["lookahead"]).name
-        if kind == "allocate":
-            m.allocate([s.view() for s in self._seqs(op["group"], "WAITING")])
-            self._set_status(op["group"], "WAITING", "RUNNING")
-            return None
-        if kind == "compute":
-            seq = self.seqs[op["seq"]]
-            seq.computed = len(seq.tokens)
-            seq.prefill = False
-            return None
-        if kind == "append_token":
-            self.seqs[op["seq"]].tokens.append(op["token"])
-            return None
-        if kind == "can_append_slots":
-            return m.can_append_slots([s.view() for s in self._seqs(op["group"], "RUNNING")],
-                                      op["lookahead"])
-        if kind == "append_slots":
-            seq = self.seqs.get(op["seq"])
-            view = seq.view() if seq is not None else SeqView(op["seq"])
-            return [list(p) for p in m.append_slots(view, op["lookahead"])]
-        if kind == "fork":
-            parent = self.seqs[op["parent"]]
-            child = _Seq(op["child"], parent.tokens)
-            child.computed, child.prefill, child.status = parent.computed, parent.prefill, parent.status
-            self.seqs[child.seq_id] = child
-            self.groups[op["group"]].append(child.seq_id)
-            m.fork(parent.seq_id, child.seq_id)
-            return None
-        if kind == "free":
-            m.free(op["seq"])
-            self.seqs[op["seq"]].status = "FINISHED"
-            return None
-        if kind == "can_swap_out":
-            return m.can_swap_out([s.view() for s in self._seqs(op["group"], "RUNNING")])
-        if kind == "swap_out":
-            pairs = m.swap_out([s.view() for s in self._seqs(op["group"], "RUNNING")])
-            self._set_status(op["group"], "RUNNING", "SWAPPED")
-            return [list(p) for p in pairs]
-        if kind == "can_swap_in":
-            return m.can_swap_in([s.view() for s in self._seqs(op["group"], "SWAPPED")],
-                                 op["lookahead"]).name
-        if kind == "swap_in":
-            pairs = m.swap_in([s.view() for s in self._seqs(op["group"], "SWAPPED")])
-            self._set_status(op["group"], "SWAPPED", "RUNNING")
-            return [list(p) for p in pairs]
-        if kind == "access":
-            m.access_all_blocks_in_seq(op["seq"], op["now"])
-            return None
-        if kind == "mark_computed":
-            m.mark_blocks_as_computed()
-            return None
-        if kind == "common_computed":
-            return list(m.get_common_computed_block_ids(
-                [s.view() for s in self._seqs(op["group"], "RUNNING")]))
-        if kind == "reset_prefix_cache":
-            return m.reset_prefix_cache()
-        if kind == "hit_rate":
-            return m.get_prefix_cache_hit_rate(Device.GPU)
-        if kind == "num_free":
-            return [m.get_num_free_gpu_blocks(), m.get_num_free_cpu_blocks()]
-        if kind == "block_table":
-            return list(m.get_block_table(op["seq"]))
-        raise ValueError(f"unknown v0 op {kind!r}")
-
     def snapshot(self) -> dict:
-        return self.manager.snapshot()
+        return snapshot(self.manager)
+
+    # -- one method per op --------------------------------------------------------------------
+    def _add_group(self, op: dict) -> None:
+        self.sequences.add_group(op["group"], op["seqs"], op["prompt"])
+
+    def _num_cached_tokens(self, op: dict) -> int:
+        return self.manager.get_num_cached_tokens(self.sequences.seqs[op["seq"]].view())
+
+    def _can_allocate(self, op: dict) -> str:
+        return self.manager.can_allocate(self.sequences.views(op["group"], WAITING)[0], op["lookahead"]).name
+
+    def _allocate(self, op: dict) -> None:
+        self.manager.allocate(self.sequences.views(op["group"], WAITING))
+        self.sequences.move(op["group"], WAITING, RUNNING)
+
+    def _compute(self, op: dict) -> None:
+        self.sequences.compute_all(op["seq"])
+
+    def _append_token(self, op: dict) -> None:
+        self.sequences.append_token(op["seq"], op["token"])
+
+    def _can_append_slots(self, op: dict) -> bool:
+        return self.manager.can_append_slots(self.sequences.views(op["group"], RUNNING), op["lookahead"])
+
+    def _append_slots(self, op: dict) -> list[list[int]]:
+        seq = self.sequences.seqs.get(op["seq"])
+        view = seq.view() if seq is not None else SeqView(op["seq"])
+        return [list(p) for p in self.manager.append_slots(view, op["lookahead"])]
+
+    def _fork(self, op: dict) -> None:
+        self.sequences.fork(op["group"], op["parent"], op["child"])
+        self.manager.fork(op["parent"], op["child"])
+
+    def _free(self, op: dict) -> None:
+        self.manager.free(op["seq"])
+        self.sequences.finish(op["seq"])
+
+    def _can_swap_out(self, op: dict) -> bool:
+        return self.manager.can_swap_out(self.sequences.views(op["group"], RUNNING))
+
+    def _swap_out(self, op: dict) -> list[list[int]]:
+        pairs = self.manager.swap_out(self.sequences.views(op["group"], RUNNING))
+        self.sequences.move(op["group"], RUNNING, SWAPPED)
+        return [list(p) for p in pairs]
+
+    def _can_swap_in(self, op: dict) -> str:
+        return self.manager.can_swap_in(self.sequences.views(op["group"], SWAPPED), op["lookahead"]).name
+
+    def _swap_in(self, op: dict) -> list[list[int]]:
+        pairs = self.manager.swap_in(self.sequences.views(op["group"], SWAPPED))
+        self.sequences.move(op["group"], SWAPPED, RUNNING)
+        return [list(p) for p in pairs]
+
+    def _access(self, op: dict) -> None:
+        self.manager.access_all_blocks_in_seq(op["seq"], op["now"])
+
+    def _mark_computed(self, op: dict) -> None:
+        self.manager.mark_blocks_as_computed()
+
+    def _common_computed(self, op: dict) -> list[int]:
+        return list(self.manager.get_common_computed_block_ids(self.sequences.views(op["group"], RUNNING)))
+
+    def _reset_prefix_cache(self, op: dict) -> bool:
+        return self.manager.reset_prefix_cache()
+
+    def _hit_rate(self, op: dict) -> float:
+        return self.manager.get_prefix_cache_hit_rate(Device.GPU)
+
+    def _num_free(self, op: dict) -> list[int]:
+        return [self.manager.get_num_free_gpu_blocks(), self.manager.get_num_free_cpu_blocks()]
+
+    def _block_table(self, op: dict) -> list[int]:
+        return list(self.manager.get_block_table(op["seq"]))
+
+
+# -- the snapshot: every observable ledger of a reference manager, as JSON-able data ------------
+def snapshot(manager: BlockSpaceManager) -> dict:
+    """The state the V0 machines compare after every op (``VllmV0System.snapshot`` has the same
+    shape): block tables, per-block tokens and hashes, both pools, the null block, copy-on-write
+    and swap logs, the computed-blocks and last-access trackers."""
+    tables = manager.block_tables
+    return {
+        "tables": {str(s): list(t.physical_block_ids) for s, t in tables.items()},
+        "full_slots": {str(s): t.num_full_slots for s, t in tables.items()},
+        "tokens": {str(s): [list(b.token_ids) for b in t.blocks] for s, t in tables.items()},
+        "hashes": {str(s): [hash_hex(b.content_hash) for b in t.blocks] for s, t in tables.items()},
+        **devices_snapshot(manager.allocator),
+        "computed_tracker": {str(s): {"hashes": [hash_hex(h) for h in hs],
+                                      "cached_tokens": manager.computed_tracker.seq_num_cached.get(s)}
+                             for s, hs in manager.computed_tracker.seq_hashes.items()},
+        "last_access": {str(s): t for s, t in manager.access_tracker.last_access.items()},
+    }
+
+
+def devices_snapshot(devices: DeviceAllocator) -> dict:
+    """Both pools, the null block, pending copy-on-writes and the swap log."""
+    return {
+        "gpu": pool_snapshot(devices.gpu),
+        "cpu": pool_snapshot(devices.cpu),
+        "null_block": None if devices.null_block is None else devices.null_block.block_id,
+        "pending_cows": [list(p) for p in devices.gpu.cows.pending()],
+        "swap_log": [[s, d] for s, d in devices.swap_log.items()],
+    }
+
+
+def pool_snapshot(alloc: NaiveAllocator | PrefixCachingAllocator) -> dict:
+    """One device's allocator: free ids in order and ref counts; with prefix caching also the
+    cached-hash map, touched pages, page statuses, the evictor's table and heap, the hit rate."""
+    if not isinstance(alloc, PrefixCachingAllocator):
+        return {"free": list(alloc.free_ids), "refcounts": {str(b): c for b, c in alloc.refcounter.nonzero().items()}}
+    ev, metric = alloc.evictor, alloc.metric
+    return {
+        "free": list(alloc.hashless.free_ids),
+        "refcounts": {str(b): c for b, c in alloc.refcounter.nonzero().items()},
+        "cached": [[hash_hex(h), b] for h, b in alloc.cached.items()],
+        "touched": sorted(alloc.touched),
+        "status": {str(b): [s.active, s.last_accessed, s.computed] for b, s in alloc.status.items()
+                   if s.active or s.computed or s.last_accessed != NEVER_ACCESSED},
+        "evictor": {
+            "parked": [[b, hash_hex(h), n, la] for b, (h, n, la) in ev.table.items()],
+            "heap": [[la, n, b, hash_hex(h)] for la, n, b, h in ev.heap],
+        },
+        "hit_rate": [metric.num_completed_groups, metric.completed_hit_rate, metric.open_queries, metric.open_hits],
+    }
+
+
+__all__ = ["KEY_ERROR", "OUT_OF_BLOCKS", "REFUSED", "UNKNOWN_OP", "ReferenceV0System",
+           "devices_snapshot", "error_category", "pool_snapshot", "snapshot", "unknown_op"]

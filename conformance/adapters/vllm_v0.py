@@ -3,47 +3,91 @@
 Which releases have it, and how they are called, is read from :mod:`conformance.versions`
 (a row's ``v0_api``); a release without it gives "not applicable" with the reason.
 
-Public API (used by the machine and the benchmarks): :meth:`VllmV0System.make_sequence`,
-:meth:`VllmV0System.make_group`, :meth:`VllmV0System.apply`, :meth:`VllmV0System.snapshot`.
+Public API (used by the machine and the benchmarks): :class:`VllmV0System` (``apply``,
+``snapshot``, ``make_sequence``, ``make_group``) and :class:`VllmV0Sequences`, vLLM's own
+``Sequence``/``SequenceGroup`` objects behind the methods of
+:class:`conformance.adapters.v0_sequences.V0Sequences`.
 
 Sequences and groups are built the way vLLM's own tests build them (``tests/core/utils.py``
 ``create_dummy_prompt``: a ``Sequence`` from ``token_inputs`` and a ``SequenceGroup`` around it);
 status changes are made by hand, as those tests and the V0 scheduler do. vLLM is imported only
 when a system is built, so importing this module is free.
 
-Ops (JSON dicts, ``"op"`` names the kind; the V0 scheduler call each stands for):
-
-``add_group`` {group, seqs, prompt}      - new waiting group (no manager call)
-``num_cached_tokens`` {seq}              - ``get_num_cached_tokens(seq)``
-``can_allocate`` {group, lookahead}      - ``can_allocate(group, n)`` -> "OK"/"LATER"/"NEVER"
-``allocate`` {group}                     - ``allocate(group)``; waiting seqs become running
-``compute`` {seq}                        - the forward pass: all tokens computed, stage decode
-``append_token`` {seq, token}            - the sampler appends one output token
-``can_append_slots`` {group, lookahead}  - ``can_append_slots(group, n)``
-``append_slots`` {seq, lookahead}        - ``append_slots(seq, n)`` -> copy-on-write pairs
-``fork`` {group, parent, child}          - ``Sequence.fork`` + ``fork(parent, child)``
-``free`` {seq}                           - ``free(seq)``; the seq is finished
-``can_swap_out`` / ``swap_out`` {group}  - preemption by swapping; running -> swapped
-``can_swap_in`` {group, lookahead} / ``swap_in`` {group} - swapped -> running
-``access`` {seq, now}                    - ``access_all_blocks_in_seq(seq, now)``
-``mark_computed`` {group}                - ``mark_blocks_as_computed(group, 0)``
-``common_computed`` {group}              - ``get_common_computed_block_ids(running seqs)``
-``reset_prefix_cache`` / ``hit_rate`` / ``num_free`` / ``block_table`` {seq}
+The ops are those of :mod:`conformance.adapters.reference_v0` (its docstring says what each stands
+for); both adapters refuse an op outside that vocabulary alike (``"invalid_argument"``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from conformance.adapters.installed_api import detect_v0
-from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED
+from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED, unknown_op
+from conformance.adapters.v0_sequences import FINISHED, RUNNING, SWAPPED, WAITING
 from conformance.lockstep import NotApplicable, OpError
 from conformance.versions import installed_v0
 
 
 def _hex(value):
     return None if value is None else format(value & 0xFFFF_FFFF_FFFF_FFFF, "016x")
+
+
+class VllmV0Sequences:
+    """vLLM's own ``Sequence`` objects, grouped as the V0 scheduler holds them.
+
+    The methods are those of :class:`conformance.adapters.v0_sequences.V0Sequences` (statuses by
+    the same names; a finished sequence is ``FINISHED_STOPPED``); :meth:`group` builds the
+    ``SequenceGroup`` the manager is handed, afresh from the current members.
+    """
+
+    def __init__(self, system: VllmV0System) -> None:
+        from vllm.sequence import Logprob, SequenceStatus
+
+        self.system = system
+        self._Logprob, self._Status = Logprob, SequenceStatus
+        self.seqs: dict[int, Any] = {}
+        self.groups: dict[Any, list[int]] = {}
+
+    def _status(self, name: str):
+        return self._Status.FINISHED_STOPPED if name == FINISHED else getattr(self._Status, name)
+
+    def add_group(self, group, seq_ids, prompt) -> None:
+        ids = list(seq_ids)
+        self.groups[group] = ids
+        for sid in ids:
+            self.seqs[sid] = self.system.make_sequence(sid, prompt)
+
+    def group(self, group):
+        """A ``SequenceGroup`` around the group's members (finished ones included)."""
+        return self.system.make_group(str(group), [self.seqs[s] for s in self.groups[group]])
+
+    def with_status(self, group, status: str) -> list:
+        return self.group(group).get_seqs(status=self._status(status))
+
+    def move(self, group, old: str, new: str) -> None:
+        for seq in self.with_status(group, old):
+            seq.status = self._status(new)
+
+    def fork(self, group, parent: int, child: int):
+        seq = self.seqs[parent].fork(child)
+        self.seqs[child] = seq
+        self.groups[group].append(child)
+        return seq
+
+    def finish(self, seq_id: int) -> None:
+        self.seqs[seq_id].status = self._status(FINISHED)
+
+    def compute(self, seq_id: int, n: int) -> None:
+        self.seqs[seq_id].data.update_num_computed_tokens(n)
+
+    def compute_all(self, seq_id: int) -> None:
+        data = self.seqs[seq_id].data
+        self.compute(seq_id, data.get_len() - data.get_num_computed_tokens())
+
+    def append_token(self, seq_id: int, token: int) -> None:
+        self.seqs[seq_id].append_token_id(token, {token: self._Logprob(0.0)})
 
 
 class VllmV0System:
@@ -61,19 +105,29 @@ class VllmV0System:
         from vllm.core.block.interfaces import BlockAllocator
         from vllm.core.block_manager import SelfAttnBlockSpaceManager
         from vllm.inputs import token_inputs
-        from vllm.sequence import Logprob, Sequence, SequenceGroup, SequenceStatus
+        from vllm.sequence import Sequence, SequenceGroup
         from vllm.utils import Device
 
-        self._Sequence, self._SequenceGroup, self._Status = Sequence, SequenceGroup, SequenceStatus
-        self._token_inputs, self._Logprob, self._Device = token_inputs, Logprob, Device
+        self._Sequence, self._SequenceGroup = Sequence, SequenceGroup
+        self._token_inputs, self._Device = token_inputs, Device
         self._NoFree = BlockAllocator.NoFreeBlocksError
         self.config = config
         self.bm = SelfAttnBlockSpaceManager(
             block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
             num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
             sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"])
-        self.seqs: dict[int, Any] = {}
-        self.groups: dict[str, list[int]] = {}
+        self.sequences = VllmV0Sequences(self)
+        self.ops: dict[str, Callable[[dict], Any]] = {
+            "add_group": self._add_group, "num_cached_tokens": self._num_cached_tokens,
+            "can_allocate": self._can_allocate, "allocate": self._allocate, "compute": self._compute,
+            "append_token": self._append_token, "can_append_slots": self._can_append_slots,
+            "append_slots": self._append_slots, "fork": self._fork, "free": self._free,
+            "can_swap_out": self._can_swap_out, "swap_out": self._swap_out,
+            "can_swap_in": self._can_swap_in, "swap_in": self._swap_in, "access": self._access,
+            "mark_computed": self._mark_computed, "common_computed": self._common_computed,
+            "reset_prefix_cache": self._reset_prefix_cache, "hit_rate": self._hit_rate,
+            "num_free": self._num_free, "block_table": self._block_table,
+        }
 
     # -- the public API shared with the benchmarks ---------------------------------------------
     def make_sequence(self, seq_id: int, tokens: list[int]):
@@ -85,16 +139,12 @@ class VllmV0System:
         """A ``vllm.sequence.SequenceGroup`` around ``seqs``, as the V0 scheduler holds them."""
         return self._SequenceGroup(request_id=group_id, seqs=list(seqs), arrival_time=0.0)
 
-    def _group(self, gid: str):
-        return self.make_group(gid, [self.seqs[s] for s in self.groups[gid]])
-
-    def _set_status(self, gid: str, old, new) -> None:
-        for seq in self._group(gid).get_seqs(status=old):
-            seq.status = new
-
     def apply(self, op: dict) -> Any:
+        handler = self.ops.get(op["op"])
+        if handler is None:
+            raise unknown_op(op["op"])
         try:
-            return self._apply(op)
+            return handler(op)
         except KeyError as err:
             raise OpError(KEY_ERROR, repr(err)) from None
         except self._NoFree as err:
@@ -102,86 +152,87 @@ class VllmV0System:
         except (AssertionError, ValueError) as err:
             raise OpError(REFUSED, repr(err)) from None
 
-    def _apply(self, op: dict) -> Any:  # one branch per op, kept flat on purpose
-        bm, kind, S = self.bm, op["op"], self._Status
-        if kind == "add_group":
-            self.groups[op["group"]] = list(op["seqs"])
-            for sid in op["seqs"]:
-                self.seqs[sid] = self.make_sequence(sid, op["prompt"])
-            return None
-        if kind == "num_cached_tokens":
-            return bm.get_num_cached_tokens(self.seqs[op["seq"]])
-        if kind == "can_allocate":
-            return bm.can_allocate(self._group(op["group"]), op["lookahead"]).name
-        if kind == "allocate":
-            bm.allocate(self._group(op["group"]))
-            self._set_status(op["group"], S.WAITING, S.RUNNING)
-            return None
-        if kind == "compute":
-            data = self.seqs[op["seq"]].data
-            data.update_num_computed_tokens(data.get_len() - data.get_num_computed_tokens())
-            return None
-        if kind == "append_token":
-            t = op["token"]
-            self.seqs[op["seq"]].append_token_id(t, {t: self._Logprob(0.0)})
-            return None
-        if kind == "can_append_slots":
-            return bm.can_append_slots(self._group(op["group"]), op["lookahead"])
-        if kind == "append_slots":
-            seq = self.seqs.get(op["seq"])
-            if seq is None:
-                seq = self.make_sequence(op["seq"], [0])
-            return [list(p) for p in bm.append_slots(seq, op["lookahead"])]
-        if kind == "fork":
-            parent = self.seqs[op["parent"]]
-            child = parent.fork(op["child"])
-            self.seqs[child.seq_id] = child
-            self.groups[op["group"]].append(child.seq_id)
-            bm.fork(parent, child)
-            return None
-        if kind == "free":
-            seq = self.seqs[op["seq"]]
-            bm.free(seq)
-            seq.status = S.FINISHED_STOPPED
-            return None
-        if kind == "can_swap_out":
-            return bm.can_swap_out(self._group(op["group"]))
-        if kind == "swap_out":
-            pairs = bm.swap_out(self._group(op["group"]))
-            self._set_status(op["group"], S.RUNNING, S.SWAPPED)
-            return [list(p) for p in pairs]
-        if kind == "can_swap_in":
-            return bm.can_swap_in(self._group(op["group"]), op["lookahead"]).name
-        if kind == "swap_in":
-            pairs = bm.swap_in(self._group(op["group"]))
-            self._set_status(op["group"], S.SWAPPED, S.RUNNING)
-            return [list(p) for p in pairs]
-        if kind == "access":
-            bm.access_all_blocks_in_seq(self.seqs[op["seq"]], op["now"])
-            return None
-        if kind == "mark_computed":
-            bm.mark_blocks_as_computed(self._group(op["group"]), 0)
-            return None
-        if kind == "common_computed":
-            running = self._group(op["group"]).get_seqs(status=S.RUNNING)
-            return list(bm.get_common_computed_block_ids(running))
-        if kind == "reset_prefix_cache":
-            if not self.supports_reset_prefix_cache:  # the machine never asks; a saved trace may
-                raise NotApplicable(f"vLLM {self.version}'s V0 block manager has no reset_prefix_cache "
-                                    "(V0Api.reset_prefix_cache)")
-            return bm.reset_prefix_cache()
-        if kind == "hit_rate":
-            return bm.get_prefix_cache_hit_rate(self._Device.GPU)
-        if kind == "num_free":
-            return [bm.get_num_free_gpu_blocks(), bm.get_num_free_cpu_blocks()]
-        if kind == "block_table":
-            seq = self.seqs.get(op["seq"])
-            if seq is None:
-                raise KeyError(op["seq"])
-            return list(bm.get_block_table(seq))
-        raise ValueError(f"unknown v0 op {kind!r}")
+    # -- one method per op (the reference adapter's names) -------------------------------------
+    def _add_group(self, op: dict) -> None:
+        self.sequences.add_group(op["group"], op["seqs"], op["prompt"])
 
-    # -- snapshot: the same shape as reference.blocks.v0.BlockSpaceManager.snapshot() ----------------
+    def _num_cached_tokens(self, op: dict) -> int:
+        return self.bm.get_num_cached_tokens(self.sequences.seqs[op["seq"]])
+
+    def _can_allocate(self, op: dict) -> str:
+        return self.bm.can_allocate(self.sequences.group(op["group"]), op["lookahead"]).name
+
+    def _allocate(self, op: dict) -> None:
+        self.bm.allocate(self.sequences.group(op["group"]))
+        self.sequences.move(op["group"], WAITING, RUNNING)
+
+    def _compute(self, op: dict) -> None:
+        self.sequences.compute_all(op["seq"])
+
+    def _append_token(self, op: dict) -> None:
+        self.sequences.append_token(op["seq"], op["token"])
+
+    def _can_append_slots(self, op: dict) -> bool:
+        return self.bm.can_append_slots(self.sequences.group(op["group"]), op["lookahead"])
+
+    def _append_slots(self, op: dict) -> list[list[int]]:
+        seq = self.sequences.seqs.get(op["seq"])
+        if seq is None:
+            seq = self.make_sequence(op["seq"], [0])
+        return [list(p) for p in self.bm.append_slots(seq, op["lookahead"])]
+
+    def _fork(self, op: dict) -> None:
+        child = self.sequences.fork(op["group"], op["parent"], op["child"])
+        self.bm.fork(self.sequences.seqs[op["parent"]], child)
+
+    def _free(self, op: dict) -> None:
+        self.bm.free(self.sequences.seqs[op["seq"]])
+        self.sequences.finish(op["seq"])
+
+    def _can_swap_out(self, op: dict) -> bool:
+        return self.bm.can_swap_out(self.sequences.group(op["group"]))
+
+    def _swap_out(self, op: dict) -> list[list[int]]:
+        pairs = self.bm.swap_out(self.sequences.group(op["group"]))
+        self.sequences.move(op["group"], RUNNING, SWAPPED)
+        return [list(p) for p in pairs]
+
+    def _can_swap_in(self, op: dict) -> str:
+        return self.bm.can_swap_in(self.sequences.group(op["group"]), op["lookahead"]).name
+
+    def _swap_in(self, op: dict) -> list[list[int]]:
+        pairs = self.bm.swap_in(self.sequences.group(op["group"]))
+        self.sequences.move(op["group"], SWAPPED, RUNNING)
+        return [list(p) for p in pairs]
+
+    def _access(self, op: dict) -> None:
+        self.bm.access_all_blocks_in_seq(self.sequences.seqs[op["seq"]], op["now"])
+
+    def _mark_computed(self, op: dict) -> None:
+        self.bm.mark_blocks_as_computed(self.sequences.group(op["group"]), 0)
+
+    def _common_computed(self, op: dict) -> list[int]:
+        return list(self.bm.get_common_computed_block_ids(self.sequences.with_status(op["group"], RUNNING)))
+
+    def _reset_prefix_cache(self, op: dict) -> bool:
+        if not self.supports_reset_prefix_cache:  # the machine never asks; a saved trace may
+            raise NotApplicable(f"vLLM {self.version}'s V0 block manager has no reset_prefix_cache "
+                                "(V0Api.reset_prefix_cache)")
+        return self.bm.reset_prefix_cache()
+
+    def _hit_rate(self, op: dict) -> float:
+        return self.bm.get_prefix_cache_hit_rate(self._Device.GPU)
+
+    def _num_free(self, op: dict) -> list[int]:
+        return [self.bm.get_num_free_gpu_blocks(), self.bm.get_num_free_cpu_blocks()]
+
+    def _block_table(self, op: dict) -> list[int]:
+        seq = self.sequences.seqs.get(op["seq"])
+        if seq is None:
+            raise KeyError(op["seq"])
+        return list(self.bm.get_block_table(seq))
+
+    # -- snapshot: the same shape as conformance.adapters.reference_v0.snapshot ------------------
     def _pool(self, alloc) -> dict:
         if not self.config["enable_caching"]:
             counts = alloc._refcounter._refcounts

@@ -57,7 +57,7 @@ def view_v1(snap: dict) -> dict:
 
 
 def view_v0(snap: dict) -> dict:
-    """The display state of a V0 snapshot (``BlockSpaceManager.snapshot``, GPU side first)."""
+    """The display state of a V0 snapshot (``ReferenceV0System.snapshot``, GPU side first)."""
     gpu = snap["gpu"]
     cached = gpu.get("cached", [])
     return {

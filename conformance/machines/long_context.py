@@ -103,7 +103,7 @@ class V1LongContextPeer(V1LongContextMachine):
 
 
 # -- V0 -----------------------------------------------------------------------------------------
-def long_v0_configs(enable_caching: bool, against: str | None = None):
+def long_v0_configs(enable_caching: bool, peer: str | None = None):
     def window(block_size):
         if enable_caching:
             return st.just(None)
@@ -114,7 +114,7 @@ def long_v0_configs(enable_caching: bool, against: str | None = None):
         block_size = draw(st.sampled_from([16, 32]))
         one_request = -(-MAX_MODEL_LEN // block_size) + 2
         config = {
-            "policy": v0.target_policy(against),
+            "policy": v0.target_policy(peer),
             "block_size": block_size,
             "num_gpu_blocks": draw(st.sampled_from([one_request, BIG_POOL])),
             "num_cpu_blocks": draw(st.sampled_from([0, one_request])),
@@ -122,8 +122,8 @@ def long_v0_configs(enable_caching: bool, against: str | None = None):
             "sliding_window": draw(window(block_size)),
             "enable_caching": enable_caching,
         }
-        if against:
-            config["against"] = against
+        if peer:
+            config["peer"] = peer
         return config
 
     return configs()
@@ -135,20 +135,19 @@ class V0LongContextMachine(v0.V0Machine):
     enable_caching = True
     max_fork_blocks = 512  # well under vLLM's recursive table copy's limit (v0.V0Machine)
 
-    @initialize(config=st.data())
-    def setup(self, config):
-        data = config
+    @initialize(data=st.data())
+    def setup(self, data):
         caching = data.draw(st.booleans(), label="caching")
         self.enable_caching = caching
-        self.config = data.draw(long_v0_configs(caching, self.against), label="config")
+        self.config = data.draw(long_v0_configs(caching, self.peer), label="config")
         self.start(self.config)
         bs = self.config["block_size"]
-        unit = data.draw(st.lists(v0.ALPHABET, min_size=bs, max_size=3 * bs), label="unit")
+        unit = data.draw(st.lists(st.sampled_from(v0.ALPHABET), min_size=bs, max_size=3 * bs), label="unit")
         self.prompts = [long_prompt(unit, n) for n in CONTEXTS]
 
     @precondition(lambda self: len(self.members) < 8)
     @rule(stem=st.integers(0, 1000), cut=st.sampled_from([0, 1, 15, 16, 17, 4095, 16385, MAX_MODEL_LEN]),
-          suffix=st.lists(v0.ALPHABET, min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
+          suffix=st.lists(st.sampled_from(v0.ALPHABET), min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
     def new_group(self, stem, cut, suffix, n):
         """As the V0 machine's, with prompts cut from 4k-128k-token stems (at most 128k tokens)."""
         base = self.prompts[stem % len(self.prompts)]
@@ -157,7 +156,9 @@ class V0LongContextMachine(v0.V0Machine):
 
 
 class V0LongContextPeer(V0LongContextMachine):
-    against = "reference"
+    """Reference against reference at real sizes (the machine itself, without vLLM)."""
+
+    peer = "reference"
 
 
 def _run(machine):

@@ -12,11 +12,12 @@ maps, evictor tables *and* heaps, page statuses, the copy-on-write and swap logs
 tokens and last-access trackers.
 
 Two properties: ``v0.lifecycle`` (naive allocator, incl. sliding windows) and
-``v0.prefix_caching`` (prefix caching on). Setting ``config["against"] = "reference"`` builds the
-reference on both sides, which tests the machine itself without vLLM.
+``v0.prefix_caching`` (prefix caching on). ``make_systems`` pairs the reference with the installed
+vLLM, or -- with ``"peer": "reference"`` in the config -- with a second reference, which tests the
+machine itself without vLLM. Importing this module does not import vLLM.
 
 After a refusal (vLLM's own sanity assertion fired; both sides must agree on it) the example ends:
-see ``V0Machine.do``.
+see ``V0Machine.act``.
 
 Paths the machine deliberately avoids, because vLLM corrupts its own state there (documented in
 the report and in ``reference.blocks.v0``): allocating or appending without asking ``can_*``
@@ -27,25 +28,27 @@ prefix caching.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
+from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
 from upstream.releases import V0_RELEASE, policy_name
 
 SEMANTICS = "v0"
-ALPHABET = st.integers(0, 3)
+ALPHABET = (0, 1, 2, 3)
 
 
 def make_systems(config: dict):
-    """(reference system, vLLM system) for ``config``; vLLM is imported only here."""
+    """(reference, vLLM) for ``config``; (reference, reference) when ``config["peer"] == "reference"``.
+    vLLM is imported only here."""
     from conformance.adapters.reference_v0 import ReferenceV0System
 
-    if config.get("against") == "reference":
-        other = ReferenceV0System(config)
-        other.label = "reference-v0-b"
-        return ReferenceV0System(config), other
+    if config.get("peer") == "reference":
+        return ReferenceV0System(config), ReferenceV0System(config, label="reference-peer")
     import os
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -61,26 +64,26 @@ def make_systems(config: dict):
     return ReferenceV0System(config), VllmV0System(config)
 
 
-def target_policy(against: str | None) -> str:
+def target_policy(peer: str | None) -> str:
     """The V0Policy the reference runs: the installed vLLM's, or v0.10.2's against itself."""
-    if against == "reference":
+    if peer == "reference":
         return policy_name(V0_RELEASE)
     from conformance.versions import installed_v0_policy_name
 
     return installed_v0_policy_name()
 
 
-def config_strategy(enable_caching: bool, against: str | None = None):
+def config_strategy(enable_caching: bool, peer: str | None = None):
     windows = st.just(None) if enable_caching else st.one_of(st.none(), st.none(), st.integers(1, 12))
     return st.fixed_dictionaries({
-        "policy": st.just(target_policy(against)),
+        "policy": st.just(target_policy(peer)),
         "block_size": st.sampled_from([1, 2, 4]),
         "num_gpu_blocks": st.integers(1, 12),
         "num_cpu_blocks": st.integers(0, 8),
         "watermark": st.sampled_from([0.0, 0.01, 0.1, 0.3]),
         "sliding_window": windows,
         "enable_caching": st.just(enable_caching),
-    }).map(lambda c: {**c, "against": against} if against else c)
+    }).map(lambda c: {**c, "peer": peer} if peer else c)
 
 
 class V0Machine(LockstepMachine):
@@ -88,7 +91,7 @@ class V0Machine(LockstepMachine):
 
     semantics_module = __name__
     enable_caching = False
-    against: str | None = None
+    peer: str | None = None  # "reference": pair the reference with itself
 
     def __init__(self) -> None:
         super().__init__()
@@ -97,9 +100,7 @@ class V0Machine(LockstepMachine):
         self.waiting: list[str] = []
         self.running: list[str] = []
         self.swapped: list[str] = []
-        self.members: dict[str, list[int]] = {}  # live sequences of each group
-        self.tokens: dict[int, int] = {}         # sequence id -> token count
-        self.computed: dict[int, int] = {}       # sequence id -> computed token count
+        self.sequences = V0Sequences()           # every sequence's tokens and computed count, by group
         self.written: dict[int, int] = {}        # sequence id -> tokens its table holds
         self.dropped: set[int] = set()           # sequences whose front pages were dropped
         self.next_seq = 1
@@ -107,20 +108,34 @@ class V0Machine(LockstepMachine):
         self.clock = 0
         self.broken = False
 
-    @initialize(config=st.data())
-    def setup(self, config):
-        self.config = config.draw(config_strategy(self.enable_caching, self.against))
+    @initialize(data=st.data())
+    def setup(self, data):
+        self.config = data.draw(config_strategy(self.enable_caching, self.peer))
         self.start(self.config)
 
     # -- helpers ------------------------------------------------------------------------------
-    def do(self, op: dict) -> dict:
+    @property
+    def members(self) -> dict[Hashable, list[int]]:
+        """The live (not freed) sequences of each group that has any, in admission order."""
+        live = {g: self.sequences.live(g) for g in self.sequences.groups}
+        return {g: ids for g, ids in live.items() if ids}
+
+    def live(self, gid: str) -> list[int]:
+        """The live sequences of group ``gid``, in order."""
+        return self.sequences.live(gid)
+
+    def tokens(self, sid: int) -> int:
+        """How many tokens sequence ``sid`` holds."""
+        return len(self.sequences.seqs[sid].tokens)
+
+    def act(self, op: dict) -> dict:
         """Apply ``op`` to both systems in lockstep and return the shared outcome.
 
         A ``"refused"`` outcome means vLLM tripped one of its own sanity assertions: its state is
         no longer trustworthy, so the example ends there. Hypothesis offers no way to stop an
         example early, and a rule set whose preconditions all turn false makes it raise
         ``InvalidDefinition`` ("No progress can be made"), which is a harness error, not a
-        verdict. So every rule stays valid, and after a refusal ``do`` sends nothing to either
+        verdict. So every rule stays valid, and after a refusal ``act`` sends nothing to either
         system: the remaining steps only move this machine's own bookkeeping, the trace ends at
         the refusal, and no step is counted.
         """
@@ -140,18 +155,19 @@ class V0Machine(LockstepMachine):
         return self._both_allow("group_status_per_sequence")
 
     def _admit(self, gid: str) -> None:
-        out = self.do({"op": "can_allocate", "group": gid, "lookahead": 0})
+        out = self.act({"op": "can_allocate", "group": gid, "lookahead": 0})
         admit = out.get("result") == "OK"
         if admit and self._window_blocks() is not None:
             # can_allocate caps the need at the window, but allocate writes the whole prompt: vLLM
             # then runs dry half way and leaks the pages it took. Ask like a careful scheduler.
-            free_gpu = self.do({"op": "num_free"}).get("result", [0])[0]
-            admit = -(-self.tokens[self.members[gid][0]] // self.config["block_size"]) <= free_gpu
+            free_gpu = self.act({"op": "num_free"}).get("result", [0])[0]
+            admit = -(-self.tokens(self.live(gid)[0]) // self.config["block_size"]) <= free_gpu
         if admit:
-            self.do({"op": "allocate", "group": gid})
+            self.act({"op": "allocate", "group": gid})
+            self.sequences.move(gid, WAITING, RUNNING)
             self.waiting.remove(gid)
             self.running.append(gid)
-            for sid in self.members[gid]:
+            for sid in self.live(gid):
                 self._touch(sid)
         elif out.get("result") == "NEVER":
             self.waiting.remove(gid)
@@ -159,7 +175,7 @@ class V0Machine(LockstepMachine):
     def _touch(self, sid: int) -> None:
         if self.enable_caching:
             self.clock += 1
-            self.do({"op": "access", "seq": sid, "now": self.clock})
+            self.act({"op": "access", "seq": sid, "now": self.clock})
 
     def _fits(self, gid: str, device: int) -> bool:
         """Does the destination hold every page of the group? (0: GPU, 1: CPU)
@@ -168,9 +184,9 @@ class V0Machine(LockstepMachine):
         table already holds, so vLLM can run dry half way through a swap. A careful scheduler
         checks the page count itself; so does the machine, through ops that stay in the trace.
         """
-        pages = sum(len(self.do({"op": "block_table", "seq": s}).get("result", []))
-                    for s in self.members[gid])
-        return pages <= self.do({"op": "num_free"}).get("result", [0, 0])[device]
+        pages = sum(len(self.act({"op": "block_table", "seq": s}).get("result", []))
+                    for s in self.live(gid))
+        return pages <= self.act({"op": "num_free"}).get("result", [0, 0])[device]
 
     def _window_blocks(self) -> int | None:
         w = self.config.get("sliding_window")
@@ -179,7 +195,7 @@ class V0Machine(LockstepMachine):
     # -- rules --------------------------------------------------------------------------------
     @precondition(lambda self: len(self.members) < 8)
     @rule(stem=st.integers(0, 1000), cut=st.integers(0, 12),
-          suffix=st.lists(ALPHABET, min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
+          suffix=st.lists(st.sampled_from(ALPHABET), min_size=0, max_size=9), n=st.sampled_from([1, 1, 1, 2]))
     def new_group(self, stem, cut, suffix, n):
         base = self.prompts[stem % len(self.prompts)]
         self.add_group(base[:cut] + suffix or [0], n)
@@ -194,14 +210,12 @@ class V0Machine(LockstepMachine):
         self.next_group += 1
         sids = list(range(self.next_seq, self.next_seq + n))
         self.next_seq += n
-        self.do({"op": "add_group", "group": gid, "seqs": sids, "prompt": prompt})
-        self.members[gid] = sids
+        self.act({"op": "add_group", "group": gid, "seqs": sids, "prompt": prompt})
+        self.sequences.add_group(gid, sids, prompt)
         for sid in sids:
-            self.tokens[sid] = len(prompt)
-            self.computed[sid] = 0
             self.written[sid] = len(prompt)
             if self.enable_caching:
-                self.do({"op": "num_cached_tokens", "seq": sid})
+                self.act({"op": "num_cached_tokens", "seq": sid})
         self.waiting.append(gid)
         self._admit(gid)
 
@@ -211,33 +225,33 @@ class V0Machine(LockstepMachine):
         self._admit(self.waiting[pick % len(self.waiting)])
 
     @precondition(lambda self: self.running)
-    @rule(pick=st.integers(0, 100), token=ALPHABET, lookahead=st.sampled_from([0, 0, 1, 3]),
+    @rule(pick=st.integers(0, 100), token=st.sampled_from(ALPHABET), lookahead=st.sampled_from([0, 0, 1, 3]),
           compute=st.booleans())
     def decode(self, pick, token, lookahead, compute):
         gid = self.running[pick % len(self.running)]
-        for sid in self.members[gid]:
+        for sid in self.live(gid):
             if compute:
-                self.do({"op": "compute", "seq": sid})
-                self.computed[sid] = self.tokens[sid]
-            self.do({"op": "append_token", "seq": sid, "token": token})
-            self.tokens[sid] += 1
-        out = self.do({"op": "can_append_slots", "group": gid, "lookahead": lookahead})
+                self.act({"op": "compute", "seq": sid})
+                self.sequences.compute_all(sid)
+            self.act({"op": "append_token", "seq": sid, "token": token})
+            self.sequences.append_token(sid, token)
+        out = self.act({"op": "can_append_slots", "group": gid, "lookahead": lookahead})
         wb = self._window_blocks()
         grow = out.get("result") is True
         if grow and wb is not None:
             # can_append_slots does not count the null page the first sliding-window append takes,
             # so vLLM can run dry half way through append_slots. Leave room like a careful scheduler.
             bs = self.config["block_size"]
-            need = sum((self.tokens[s] - self.written[s] + lookahead) // bs + 2 for s in self.members[gid])
-            grow = need <= self.do({"op": "num_free"}).get("result", [0])[0]
+            need = sum((self.tokens(s) - self.written[s] + lookahead) // bs + 2 for s in self.live(gid))
+            grow = need <= self.act({"op": "num_free"}).get("result", [0])[0]
         if grow:
-            for sid in self.members[gid]:
-                self.do({"op": "append_slots", "seq": sid, "lookahead": lookahead})
-                self.written[sid] = self.tokens[sid]
+            for sid in self.live(gid):
+                self.act({"op": "append_slots", "seq": sid, "lookahead": lookahead})
+                self.written[sid] = self.tokens(sid)
                 # Pages before computed // block_size - window are now the null block.
-                if wb is not None and self.computed[sid] // self.config["block_size"] - wb > 0:
+                if wb is not None and self.sequences.seqs[sid].computed // self.config["block_size"] - wb > 0:
                     self.dropped.add(sid)
-            for sid in self.members[gid]:
+            for sid in self.live(gid):
                 self._touch(sid)
 
     # vLLM copies a sequence's table for a fork (here, and in allocate for a group of several
@@ -252,27 +266,25 @@ class V0Machine(LockstepMachine):
         return bound is None or -(-num_tokens // self.config["block_size"]) <= bound
 
     def _forkable(self) -> list[int]:
-        return [s for g in self.running for s in self.members[g]
+        return [s for g in self.running for s in self.live(g)
                 if s not in self.dropped and self._fork_fits(self.written[s])]
 
     def _swappable(self) -> list[str]:
-        return [g for g in self.running if not any(s in self.dropped for s in self.members[g])]
+        return [g for g in self.running if not any(s in self.dropped for s in self.live(g))]
 
     @precondition(lambda self: self._forkable())
     @rule(pick=st.integers(0, 100))
     def fork(self, pick):
         candidates = self._forkable()
         parent = candidates[pick % len(candidates)]
-        gid = next(g for g in self.running if parent in self.members[g])
+        gid = next(g for g in self.running if parent in self.live(g))
         child = self.next_seq
         self.next_seq += 1
-        self.do({"op": "fork", "group": gid, "parent": parent, "child": child})
-        self.members[gid].append(child)
-        self.tokens[child] = self.tokens[parent]
-        self.computed[child] = self.computed[parent]
+        self.act({"op": "fork", "group": gid, "parent": parent, "child": child})
+        self.sequences.fork(gid, parent, child)
         self.written[child] = self.written[parent]
         if self.enable_caching:
-            self.do({"op": "num_cached_tokens", "seq": child})
+            self.act({"op": "num_cached_tokens", "seq": child})
         self._touch(child)
 
     # Only running sequences are freed. Freeing a *swapped* one corrupts vLLM 0.10.2's block-object
@@ -288,27 +300,28 @@ class V0Machine(LockstepMachine):
     def free(self, pick, which):
         groups = self.running
         gid = groups[pick % len(groups)]
+        live = self.live(gid)
         if self._status_per_sequence():
-            chosen = [self.members[gid][which % len(self.members[gid])]]
+            chosen = [live[which % len(live)]]
         else:  # the release's SequenceGroup cannot hold a finished member beside running ones
-            chosen = list(self.members[gid])
+            chosen = list(live)
         for sid in chosen:
             # A refusal leaves the sequence alive.
-            if "error" not in self.do({"op": "free", "seq": sid}):
-                self.members[gid].remove(sid)
-        if not self.members[gid]:
+            if "error" not in self.act({"op": "free", "seq": sid}):
+                self.sequences.finish(sid)
+        if not self.live(gid):
             for pool in (self.running, self.swapped):
                 if gid in pool:
                     pool.remove(gid)
-            del self.members[gid]
 
     @precondition(lambda self: self._swappable())
     @rule(pick=st.integers(0, 100))
     def swap_out(self, pick):
         candidates = self._swappable()
         gid = candidates[pick % len(candidates)]
-        if self.do({"op": "can_swap_out", "group": gid}).get("result") is True and self._fits(gid, 1):
-            self.do({"op": "swap_out", "group": gid})
+        if self.act({"op": "can_swap_out", "group": gid}).get("result") is True and self._fits(gid, 1):
+            self.act({"op": "swap_out", "group": gid})
+            self.sequences.move(gid, RUNNING, SWAPPED)
             self.running.remove(gid)
             self.swapped.append(gid)
 
@@ -316,9 +329,10 @@ class V0Machine(LockstepMachine):
     @rule(pick=st.integers(0, 100), lookahead=st.sampled_from([0, 1, 3]))
     def swap_in(self, pick, lookahead):
         gid = self.swapped[pick % len(self.swapped)]
-        out = self.do({"op": "can_swap_in", "group": gid, "lookahead": lookahead})
+        out = self.act({"op": "can_swap_in", "group": gid, "lookahead": lookahead})
         if out.get("result") == "OK" and self._fits(gid, 0):
-            self.do({"op": "swap_in", "group": gid})
+            self.act({"op": "swap_in", "group": gid})
+            self.sequences.move(gid, SWAPPED, RUNNING)
             self.swapped.remove(gid)
             self.running.append(gid)
 
@@ -326,23 +340,23 @@ class V0Machine(LockstepMachine):
     @rule(pick=st.integers(0, 100))
     def cache_queries(self, pick):
         gid = self.running[pick % len(self.running)]
-        self.do({"op": "mark_computed", "group": gid})
-        self.do({"op": "common_computed", "group": gid})
-        self.do({"op": "hit_rate"})
+        self.act({"op": "mark_computed", "group": gid})
+        self.act({"op": "common_computed", "group": gid})
+        self.act({"op": "hit_rate"})
 
     @precondition(lambda self: self._both_allow("supports_reset_prefix_cache"))
     @rule()
     def reset_prefix_cache(self):
-        self.do({"op": "reset_prefix_cache"})
-        self.do({"op": "num_free"})
+        self.act({"op": "reset_prefix_cache"})
+        self.act({"op": "num_free"})
 
     @rule(seq=st.integers(0, 40), lookahead=st.sampled_from([0, 2]))
     def misuse(self, seq, lookahead):
         """Ask about a sequence that may be unknown or freed: both must refuse alike."""
         live = {s for ss in self.members.values() for s in ss}
-        self.do({"op": "block_table", "seq": seq})
+        self.act({"op": "block_table", "seq": seq})
         if seq not in live:
-            self.do({"op": "append_slots", "seq": seq, "lookahead": lookahead})
+            self.act({"op": "append_slots", "seq": seq, "lookahead": lookahead})
 
 
 class V0LifecycleMachine(V0Machine):
@@ -353,16 +367,16 @@ class V0PrefixCachingMachine(V0Machine):
     enable_caching = True
 
 
-class V0LifecycleSelfMachine(V0Machine):
+class V0ReferencePeerLifecycle(V0Machine):
     """Reference against reference: exercises the machine and adapters without vLLM."""
 
     enable_caching = False
-    against = "reference"
+    peer = "reference"
 
 
-class V0PrefixCachingSelfMachine(V0Machine):
+class V0ReferencePeerPrefixCaching(V0Machine):
     enable_caching = True
-    against = "reference"
+    peer = "reference"
 
 
 PROPERTIES = [

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from conformance.adapters.reference_v0 import snapshot
 from reference.attention.layouts import new_classic_cache
 from reference.attention.oracle import paged_decode_oracle, write_sequences_classic
 from reference.blocks.v0.manager import BlockSpaceManager
@@ -86,7 +87,7 @@ PREFIX = (11, 12, 13, 14, 15, 16, 17, 18)  # an 8-token shared prompt prefix: tw
 
 
 def _stage(m: BlockSpaceManager, labels: dict[int, str], caption: str, **extra) -> Stage:
-    snap = m.snapshot()
+    snap = snapshot(m)
     gpu = snap["gpu"]
     live = {int(seq): ids for seq, ids in snap["tables"].items()}
     return Stage(

@@ -69,3 +69,69 @@ def test_v0_make_sequence_and_group():
     assert group.request_id == "g" and group.get_seqs() == [seq]
     system.bm.allocate(group)
     assert len(system.bm.get_block_table(seq)) == 2
+
+
+def v0_system():
+    if not HAS_VLLM:
+        unavailable("vLLM is not importable in this environment", "v0.")
+    try:
+        versions.installed_v0()
+    except NotApplicable as why:
+        unavailable(str(why), "v0.")
+    from conformance.adapters.vllm_v0 import VllmV0System
+
+    return VllmV0System(dict(V0_CONFIG))
+
+
+V0_CONFIG = {"block_size": 2, "num_gpu_blocks": 8, "num_cpu_blocks": 2, "watermark": 0.0, "enable_caching": True}
+
+
+def test_the_reference_v0_adapter_refuses_an_unknown_op_as_invalid_argument():
+    """Catches: the reference V0 adapter letting an unknown op escape as a bare ValueError (the
+    lockstep engine then reports "not an OpError", a harness bug, where vLLM's adapter refused)."""
+    from conformance.adapters.reference_v0 import ReferenceV0System
+    from conformance.lockstep import outcome
+
+    assert outcome(ReferenceV0System(dict(V0_CONFIG)), {"op": "allocate_everything"}) == {"error": "invalid_argument"}
+
+
+def test_both_v0_adapters_refuse_an_unknown_op_alike():
+    """Catches: vLLM's V0 adapter turning an unknown op into "refused" (its ValueError path)
+    while the reference says "invalid_argument", so the two would diverge on the op itself."""
+    from conformance.adapters.reference_v0 import ReferenceV0System
+    from conformance.lockstep import compare_step
+
+    system = v0_system()
+    out, diff = compare_step(ReferenceV0System(dict(V0_CONFIG)), system, {"op": "allocate_everything"})
+    assert diff is None and out == {"error": "invalid_argument"}
+
+
+def test_vllm_v0_sequences_follow_the_one_v0_sequence_model():
+    """Catches: vLLM's sequences (VllmV0Sequences, used by the adapter and the benchmark) and the
+    model the reference side keeps (V0Sequences) drifting apart: a status, token, computed count
+    or stage that one side changes and the other does not."""
+    from conformance.adapters.v0_sequences import FINISHED, RUNNING, SWAPPED, WAITING, V0Sequences
+    from conformance.adapters.vllm_v0 import VllmV0Sequences
+
+    ours, theirs = V0Sequences(), VllmV0Sequences(v0_system())
+
+    def state(book, seq_id):
+        seq = book.seqs[seq_id]
+        if isinstance(book, V0Sequences):
+            return seq.status, list(seq.tokens), seq.computed, seq.prefill
+        status = "FINISHED" if seq.is_finished() else seq.status.name
+        return status, seq.get_token_ids(), seq.data.get_num_computed_tokens(), seq.is_prefill()
+
+    for book in (ours, theirs):
+        book.add_group("g", [1, 2], [5, 6, 7])
+        book.move("g", WAITING, RUNNING)
+        book.compute(1, 2)
+        book.compute_all(2)
+        book.append_token(2, 9)
+        book.fork("g", 2, 3)
+        book.finish(1)
+        book.move("g", RUNNING, SWAPPED)
+    for seq_id in (1, 2, 3):
+        assert state(ours, seq_id) == state(theirs, seq_id), seq_id
+    assert [s.seq_id for s in ours.with_status("g", SWAPPED)] == [s.seq_id for s in theirs.with_status("g", SWAPPED)]
+    assert state(ours, 1)[0] == FINISHED and ours.live("g") == [2, 3]

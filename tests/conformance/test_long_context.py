@@ -92,7 +92,7 @@ def test_v0_long_sequence_in_lockstep_with_vllm(blocks, enable_caching):
 def test_v0_long_sequence_reference_against_reference(blocks):
     """Catches: the same real-size V0 failures without vLLM (the dev environment's run)."""
     trace = long_sequence_trace(blocks, True)
-    trace["config"]["against"] = "reference"
+    trace["config"]["peer"] = "reference"
     applied, diff = replay(trace)
     assert diff is None and applied == len(trace["ops"])
 
@@ -104,9 +104,9 @@ def test_real_size_v0_machine_never_forks_past_the_recursion_bound():
     machine = lc.V0LongContextMachine()
     machine.config = {"block_size": 16}
     assert machine._fork_fits(512 * 16) and not machine._fork_fits(512 * 16 + 1)
-    machine.against = "reference"
+    machine.peer = "reference"
     machine.start({"policy": "v0.10.2", "block_size": 16, "num_gpu_blocks": 2000, "num_cpu_blocks": 0,
-                   "watermark": 0.0, "sliding_window": None, "enable_caching": False, "against": "reference"})
+                   "watermark": 0.0, "sliding_window": None, "enable_caching": False, "peer": "reference"})
     machine.add_group([1] * (600 * 16), 2)
     assert all(len(members) == 1 for members in machine.members.values())
     assert machine._forkable() == []

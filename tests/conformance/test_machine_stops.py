@@ -34,7 +34,7 @@ def test_v0_machine_ends_cleanly_after_a_refusal(monkeypatch):
     refusal and Hypothesis raised InvalidDefinition ("No progress can be made"), reported as a
     failed property with no replayable trace. Now the example ends at the refusal and passes."""
     monkeypatch.setattr(v0, "make_systems", refusing_systems)
-    result = run_machine(v0.V0LifecycleSelfMachine, 30, 30)
+    result = run_machine(v0.V0ReferencePeerLifecycle, 30, 30)
     assert result.passed, result.detail
     assert result.steps > 0
 
@@ -56,7 +56,7 @@ def test_v0_machine_sends_nothing_after_a_refusal(monkeypatch):
 
     monkeypatch.setattr(v0, "make_systems", lambda c: (Recording(ReferenceV0System(c), "a"),
                                                       Recording(ReferenceV0System(c), "b")))
-    run_machine(v0.V0LifecycleSelfMachine, 30, 30)
+    run_machine(v0.V0ReferencePeerLifecycle, 30, 30)
     refused = [s for s in systems if "allocate" in s.sent]
     assert refused, "the machine never allocated, so the refusal path was not exercised"
     for system in refused:  # one pair of systems per example: the refusal is the last op it saw
@@ -97,7 +97,7 @@ def test_divergences_keep_their_trace_and_kind(monkeypatch):
 
     monkeypatch.setattr(v0, "make_systems", lambda c: (Differs(ReferenceV0System(c), "a"),
                                                       Differs(ReferenceV0System(c), "b")))
-    result = run_machine(v0.V0LifecycleSelfMachine, 30, 30)
+    result = run_machine(v0.V0ReferencePeerLifecycle, 30, 30)
     assert not result.passed and result.extra["failure"] == "divergence"
     assert result.extra["trace"]["ops"][-1]["op"] == "num_free"
     assert issubclass(Divergence, AssertionError)
@@ -155,7 +155,7 @@ def test_a_group_of_divergences_reports_the_first_with_its_trace(monkeypatch):
         raise ExceptionGroup("Hypothesis found 2 distinct failures.", [first, second])
 
     monkeypatch.setattr(hypothesis.stateful, "run_state_machine_as_test", fails)
-    result = run_machine(v0.V0LifecycleSelfMachine, 10, 10)
+    result = run_machine(v0.V0ReferencePeerLifecycle, 10, 10)
     assert not result.passed and result.extra["failure"] == "divergence"
     assert result.detail.startswith("Divergence: state after {'op': 'free'}"), result.detail
     assert "ExceptionGroup with 2 failures" in result.detail

@@ -64,6 +64,8 @@ MALFORMED = {
     "expect not aligned": (v0_trace(expect=[None]), "expect: has 1 entries for 2 ops"),
     "expect outcome malformed": (v0_trace(expect=[None, {"outcome": {"value": 1}}]), "expect[1].outcome"),
     "unknown top-level field": (v0_trace(expects=[]), "expects: unknown field in a trace"),
+    "the old self-pairing key": ({**v0_trace(), "config": {**V0_CONFIG, "against": "reference"}},
+                                 "config.against: renamed to 'peer': write \"peer\": \"reference\" instead"),
     "V1 group without a window": ({"semantics": "v1", "ops": [],
                                    "config": {"policy": "v0.33.0", "block_size": 4, "num_blocks": 8,
                                               "max_model_len": 64, "groups": [{"kind": "sliding"}]}},
@@ -105,11 +107,20 @@ def test_a_valid_trace_is_returned_unchanged():
 def test_the_schema_knows_exactly_the_ops_the_adapters_document():
     """Catches: an op added to an adapter's vocabulary but not to the schema (every trace using it
     would be refused on load), or one the schema accepts that no adapter implements."""
-    from conformance.adapters import reference_v1, vllm_v0
+    from conformance.adapters import reference_v0, reference_v1
 
-    v0_ops = (vllm_v0.__doc__ or "").split("Ops (")[1]
+    v0_ops = (reference_v0.__doc__ or "").split("Ops (")[1].split("\n\nRefusals")[0]
     assert set(re.findall(r"``(\w+)``", v0_ops)) == set(OP_FIELDS["v0"])
     assert set(re.findall(r'"op": "(\w+)"', reference_v1.__doc__ or "")) == set(OP_FIELDS["v1"])
+
+
+def test_the_reference_adapters_dispatch_exactly_the_ops_of_the_schema():
+    """Catches: an op the schema accepts that a reference adapter's dispatch table lacks (a
+    replay of a valid trace would be refused as an unknown op), or a table entry no trace may
+    name."""
+    from conformance.adapters.reference_v0 import ReferenceV0System
+
+    assert set(ReferenceV0System(V0_CONFIG).ops) == set(OP_FIELDS["v0"])
 
 
 def test_a_malformed_corpus_file_fails_the_corpus_property_as_a_harness_error(monkeypatch, tmp_path):
@@ -125,11 +136,11 @@ def test_a_malformed_corpus_file_fails_the_corpus_property_as_a_harness_error(mo
     assert f"{bad}: ops[0]: missing field 'seq'" in result.detail
 
 
-@pytest.mark.parametrize("machine", ["v0.V0LifecycleSelfMachine", "v0.V0PrefixCachingSelfMachine",
+@pytest.mark.parametrize("machine", ["v0.V0ReferencePeerLifecycle", "v0.V0ReferencePeerPrefixCaching",
                                      "v1.V1ReferencePeerLifecycle", "v1.V1ReferencePeerSlidingWindow"])
 def test_every_trace_a_machine_records_follows_the_schema(machine):
     """Catches: a schema that refuses what the state machines write (an op field, a config key
-    such as ``peer`` / ``against``): the shrunk trace a failed run saves in traces/failures/ could
+    such as ``peer``): the shrunk trace a failed run saves in traces/failures/ could
     not be replayed. Runs the reference-against-itself machines and checks each example's trace."""
     from hypothesis import settings
     from hypothesis.stateful import run_state_machine_as_test
@@ -149,4 +160,4 @@ def test_every_trace_a_machine_records_follows_the_schema(machine):
     run_state_machine_as_test(Checked, settings=settings(max_examples=15, stateful_step_count=30, deadline=None,
                                                          database=None, suppress_health_check=suppressed_health_checks()))
     assert checked and any(t["ops"] for t in checked)
-    assert all("reference" in (t["config"].get("peer"), t["config"].get("against")) for t in checked)
+    assert all(t["config"].get("peer") == "reference" for t in checked)

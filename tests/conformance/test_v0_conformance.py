@@ -27,7 +27,7 @@ def _vllm_v0_or_skip() -> None:
 
 
 @pytest.mark.reference_only
-@pytest.mark.parametrize("machine", [v0.V0LifecycleSelfMachine, v0.V0PrefixCachingSelfMachine],
+@pytest.mark.parametrize("machine", [v0.V0ReferencePeerLifecycle, v0.V0ReferencePeerPrefixCaching],
                          ids=["lifecycle", "prefix_caching"])
 def test_machine_reference_against_reference(machine):
     """Catches: a machine or adapter bug (non-JSON results, nondeterministic snapshots, rules that
@@ -60,7 +60,7 @@ def test_trace_replays_identically(path):
 def test_trace_expectations_hold_for_the_reference(path):
     """Catches: the reference drifting from what vLLM's tests assert, checked without vLLM."""
     trace = json.loads(path.read_text())
-    applied, diff = replay({**trace, "config": {**trace["config"], "against": "reference"}})
+    applied, diff = replay({**trace, "config": {**trace["config"], "peer": "reference"}})
     assert diff is None, diff
     assert applied == len(trace["ops"])
 

@@ -200,7 +200,7 @@ class RefCounter:
             raise self._unknown(block_id) from None
 
     def nonzero(self) -> dict[int, int]:
-        """The ids in use and their counts, in id order (for snapshots)."""
+        """The ids in use and their counts, in id order."""
         return {b: c for b, c in sorted(self._counts.items()) if c}
 
 

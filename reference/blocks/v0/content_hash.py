@@ -52,7 +52,7 @@ def page_hash(is_first_block: bool, prev_block_hash: Optional[int], token_ids: S
 
 
 def hash_hex(value: Optional[int]) -> Optional[str]:
-    """A hash as 16 hex digits (two's complement), for JSON snapshots; None stays None."""
+    """A hash as 16 hex digits (two's complement), for messages and JSON; None stays None."""
     if value is None:
         return None
     return format(value & 0xFFFF_FFFF_FFFF_FFFF, "016x")

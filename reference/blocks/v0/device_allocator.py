@@ -138,12 +138,3 @@ class DeviceAllocator:
         for pool in (self.cpu, self.gpu):
             success = success and pool.reset_prefix_cache()
         return success
-
-    def snapshot(self) -> dict:
-        return {
-            "gpu": self.gpu.snapshot(),
-            "cpu": self.cpu.snapshot(),
-            "null_block": None if self.null_block is None else self.null_block.block_id,
-            "pending_cows": [list(p) for p in self.gpu.cows.pending()],
-            "swap_log": [[s, d] for s, d in self.swap_log.items()],
-        }

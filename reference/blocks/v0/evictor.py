@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 
 from reference.blocks.errors import OutOfBlocks, UnknownBlock
-from reference.blocks.v0.content_hash import hash_hex
 from reference.blocks.v0.faults import UpstreamInvariantBroken
 
 CLEANUP_THRESHOLD = 50  # evictor.py:85
@@ -73,9 +72,3 @@ class LRUEvictor:
                 return block_id, content_hash
         # vLLM raises ValueError here after having popped the stale entries (evictor.py:111).
         raise UpstreamInvariantBroken("every heap entry of the evictor is stale")
-
-    def snapshot(self) -> dict:
-        return {
-            "parked": [[b, hash_hex(h), n, la] for b, (h, n, la) in self.table.items()],
-            "heap": [[la, n, b, hash_hex(h)] for la, n, b, h in self.heap],
-        }

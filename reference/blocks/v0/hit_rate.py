@@ -9,7 +9,7 @@ Same arithmetic, in the same order, as vLLM's ``CacheMetricData`` (``vllm/core/b
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass
@@ -42,7 +42,3 @@ class HitRateMetric:
         if self.open_queries > 0:
             open_part = (self.open_hits / self.open_queries) * open_ratio
         return (completed + open_part) / total
-
-    def snapshot(self) -> list:
-        d = asdict(self)
-        return [d["num_completed_groups"], d["completed_hit_rate"], d["open_queries"], d["open_hits"]]

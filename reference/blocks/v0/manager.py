@@ -25,7 +25,7 @@ from reference.blocks.errors import InvalidArgument, UnknownRequest
 from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.block import NullBlock
 from reference.blocks.v0.block_table import BlockTable, num_required_blocks
-from reference.blocks.v0.content_hash import first_page_parent, hash_hex
+from reference.blocks.v0.content_hash import first_page_parent
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.page_budget import PageBudget
 from reference.blocks.v0.sequence_view import SeqView
@@ -254,19 +254,6 @@ class BlockSpaceManager:
 
     def get_num_free_cpu_blocks(self) -> int:
         return self.allocator.get_num_free_blocks(Device.CPU)
-
-    def snapshot(self) -> dict:
-        """Every observable ledger, as JSON-able data (for tests and conformance)."""
-        tables = self.block_tables
-        return {
-            "tables": {str(s): list(t.physical_block_ids) for s, t in tables.items()},
-            "full_slots": {str(s): t.num_full_slots for s, t in tables.items()},
-            "tokens": {str(s): [list(b.token_ids) for b in t.blocks] for s, t in tables.items()},
-            "hashes": {str(s): [hash_hex(b.content_hash) for b in t.blocks] for s, t in tables.items()},
-            **self.allocator.snapshot(),
-            "computed_tracker": self.computed_tracker.snapshot(),
-            "last_access": self.access_tracker.snapshot(),
-        }
 
 
 def _plan_swaps(tables: list[BlockTable], budget: PageBudget) -> None:

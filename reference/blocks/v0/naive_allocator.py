@@ -173,6 +173,3 @@ class NaiveAllocator:
 
     def num_cached_blocks_prefix(self, block_hashes: list[int]) -> int:
         return 0
-
-    def snapshot(self) -> dict:
-        return {"free": list(self.free_ids), "refcounts": {str(b): c for b, c in self.refcounter.nonzero().items()}}

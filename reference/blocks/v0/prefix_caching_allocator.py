@@ -335,16 +335,3 @@ class PrefixCachingAllocator:
         self.status = {b: PageStatus() for b in self.status}
         self.metric = HitRateMetric()
         return True
-
-    def snapshot(self) -> dict:
-        statuses = {str(b): [s.active, s.last_accessed, s.computed] for b, s in self.status.items()
-                    if s.active or s.computed or s.last_accessed != NEVER_ACCESSED}
-        return {
-            "free": list(self.hashless.free_ids),
-            "refcounts": {str(b): c for b, c in self.refcounter.nonzero().items()},
-            "cached": [[hash_hex(h), b] for h, b in self.cached.items()],
-            "touched": sorted(self.touched),
-            "status": statuses,
-            "evictor": self.evictor.snapshot(),
-            "hit_rate": self.metric.snapshot(),
-        }

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from reference.blocks.errors import InvalidArgument, UnknownRequest
-from reference.blocks.v0.content_hash import NONE_HASH, hash_block_tokens, hash_hex
+from reference.blocks.v0.content_hash import NONE_HASH, hash_block_tokens
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.sequence_view import SeqView
 
@@ -66,10 +66,6 @@ class ComputedBlocksTracker:
         del self.seq_hashes[seq_id]
         del self.seq_num_cached[seq_id]
 
-    def snapshot(self) -> dict:
-        return {str(s): {"hashes": [hash_hex(h) for h in hs], "cached_tokens": self.seq_num_cached.get(s)}
-                for s, hs in self.seq_hashes.items()}
-
 
 class LastAccessTracker:
     def __init__(self, allocator: DeviceAllocator) -> None:
@@ -98,6 +94,3 @@ class LastAccessTracker:
         now = self.last_access[seq_id]
         if now is not None:
             self.allocator.mark_blocks_as_accessed(block_ids, now)
-
-    def snapshot(self) -> dict:
-        return {str(s): t for s, t in self.last_access.items()}

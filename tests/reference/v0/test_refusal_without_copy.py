@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conformance.adapters.reference_v0 import snapshot
 from reference.blocks.errors import BlockManagerError, OutOfBlocks
 from reference.blocks.v0 import BlockSpaceManager, SeqView
 from reference.blocks.v0.faults import NullBlockMisuse, UpstreamInvariantBroken
@@ -42,10 +43,10 @@ def test_refused_allocation_on_a_100k_page_pool_changes_nothing_and_copies_nothi
     m = BlockSpaceManager(BS, BIG, 0, watermark=0.0, enable_caching=caching)
     m.allocate([SeqView(1, prompt(0, 60_000))])
     m.get_num_cached_tokens(SeqView(1, prompt(0, 60_000)))
-    before = m.snapshot()
+    before = snapshot(m)
     with no_deepcopy(monkeypatch), pytest.raises(OutOfBlocks):
         m.allocate([SeqView(2, prompt(10**6, 40_001))])  # one page more than is free
-    assert m.snapshot() == before
+    assert snapshot(m) == before
 
 
 def test_a_prefix_hit_on_a_100k_page_pool_is_counted_before_refusing(monkeypatch):
@@ -54,10 +55,10 @@ def test_a_prefix_hit_on_a_100k_page_pool_is_counted_before_refusing(monkeypatch
     m = BlockSpaceManager(BS, BIG, 0, watermark=0.0, enable_caching=True)
     m.allocate([SeqView(1, prompt(0, 60_000))])
     shared = prompt(0, 30_000)
-    before = m.snapshot()
+    before = snapshot(m)
     with no_deepcopy(monkeypatch), pytest.raises(OutOfBlocks):
         m.allocate([SeqView(2, shared + prompt(10**6, 45_000))])
-    assert m.snapshot() == before
+    assert snapshot(m) == before
     with no_deepcopy(monkeypatch):
         m.allocate([SeqView(3, shared + prompt(10**6, 35_000))])
     assert m.get_num_free_gpu_blocks() == 40_000 - 35_000
@@ -71,13 +72,13 @@ def test_refused_append_and_swap_on_a_100k_page_pool_change_nothing(monkeypatch)
     tokens = prompt(0, BIG - 2, fill=BS - 1)
     m.allocate([SeqView(1, tokens)])
     m.get_num_cached_tokens(SeqView(1, tokens))
-    before = m.snapshot()
+    before = snapshot(m)
     with no_deepcopy(monkeypatch), pytest.raises(OutOfBlocks):  # 1 token ends the tail, 48 need 3 pages
         m.append_slots(SeqView(1, tokens + list(range(49)), len(tokens), False), 0)
-    assert m.snapshot() == before
+    assert snapshot(m) == before
     with no_deepcopy(monkeypatch), pytest.raises(OutOfBlocks):  # 99,998 pages onto a CPU pool of 10
         m.swap_out([SeqView(1, tokens, len(tokens), False)])
-    assert m.snapshot() == before
+    assert snapshot(m) == before
 
 
 # -- the budget agrees with the mutation itself, on random small pools -----------------------------
@@ -149,15 +150,15 @@ def test_the_budget_refuses_exactly_what_would_run_dry(data, bs, gpu, cpu, cachi
             continue
         unchecked = copy.deepcopy(m)
         unchecked._refuse_if_short = lambda *args: None  # the mutation without its budget
-        before = m.snapshot()
+        before = snapshot(m)
         expected, got = run(unchecked, call), run(m, call)
         if UpstreamInvariantBroken in (expected, got):
             return  # vLLM's evictor assertion, reproduced on purpose: the pool's life ends here
         assert got == expected, (kind, got, expected)
         if got is OutOfBlocks:
-            assert m.snapshot() == before
+            assert snapshot(m) == before
             continue
-        assert m.snapshot() == unchecked.snapshot()
+        assert snapshot(m) == snapshot(unchecked)
         if got is None:
             if kind == "allocate":
                 status[sid], computed[sid] = "running", 0
@@ -178,7 +179,7 @@ def test_pages_a_sliding_window_leaves_are_counted_before_new_ones(monkeypatch):
     # The null page takes the last free page, page 0 leaves the window, the new token takes it.
     with no_deepcopy(monkeypatch):
         m.append_slots(SeqView(1, [1, 2, 3, 4, 5], 4, False), 0)
-    assert m.get_num_free_gpu_blocks() == 0 and m.snapshot()["null_block"] is not None
+    assert m.get_num_free_gpu_blocks() == 0 and snapshot(m)["null_block"] is not None
 
 
 def test_a_filled_page_found_in_use_gives_its_page_back_before_the_next_copy(monkeypatch):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from conformance.adapters.reference_v0 import snapshot
 from reference.blocks.v0 import AllocStatus, BlockSpaceManager, SeqView
 from reference.blocks.v0.content_hash import NONE_HASH
 from reference.blocks.v0.faults import UpstreamInvariantBroken
@@ -107,7 +108,7 @@ class V0ReferenceModel(RuleBasedStateMachine):
                 # unless it became full and prefix caching moved it onto an identical cached page.
                 block = self.m.block_tables[sid].blocks[start // self.bs]
                 if not (self.caching and block.is_full):
-                    assert self.m.snapshot()["gpu"]["refcounts"][str(block.block_id)] == 1
+                    assert snapshot(self.m)["gpu"]["refcounts"][str(block.block_id)] == 1
                 self.write(sid, start)
         else:
             self.tokens[sid].pop()
@@ -188,7 +189,7 @@ class V0ReferenceModel(RuleBasedStateMachine):
     @invariant()
     def books_balance(self):
         """Catches: leaked pages, pages both free and used, ref counts != table references."""
-        snap = self.m.snapshot()
+        snap = snapshot(self.m)
         refs: dict[int, int] = {}
         for ids in snap["tables"].values():
             for b in ids:
@@ -209,7 +210,7 @@ class V0ReferenceModel(RuleBasedStateMachine):
         """Catches: a content hash not equal to hash((first, prev, *tokens, None)) of the prefix."""
         for sid in self.running() + self.swapped():
             prev = NONE_HASH
-            for i, h in enumerate(self.m.snapshot()["hashes"][str(sid)]):
+            for i, h in enumerate(snapshot(self.m)["hashes"][str(sid)]):
                 page = self.tokens[sid][i * self.bs:(i + 1) * self.bs]
                 if len(page) < self.bs or i * self.bs + self.bs > self.m.block_tables[sid].num_full_slots:
                     break

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from conformance.adapters.reference_v0 import pool_snapshot, snapshot
 from reference.blocks.errors import BlockManagerError, DoubleFree, InvalidArgument, OutOfBlocks, UnknownRequest
 from reference.blocks.v0 import AllocStatus, BlockSpaceManager, Device, SeqView
 from reference.blocks.v0.content_hash import NONE_HASH
@@ -43,10 +44,10 @@ def test_double_free_is_refused_and_counts_unchanged():
     alloc = NaiveAllocator(range(3), block_size=2)
     block_id = alloc.allocate_id()
     alloc.free_id(block_id)
-    before = alloc.snapshot()
+    before = pool_snapshot(alloc)
     with pytest.raises(DoubleFree):
         alloc.free_id(block_id)
-    assert alloc.snapshot() == before
+    assert pool_snapshot(alloc) == before
 
 
 def test_evictor_order_oldest_then_longest_prefix_then_id():
@@ -73,7 +74,7 @@ def test_fork_then_append_copies_on_write():
     m = BlockSpaceManager(4, 8, 4)
     m.allocate([SeqView(1, [1, 2, 3, 4, 5])])
     m.fork(1, 2)
-    assert m.snapshot()["gpu"]["refcounts"] == {"0": 2, "1": 2}
+    assert snapshot(m)["gpu"]["refcounts"] == {"0": 2, "1": 2}
     assert m.append_slots(SeqView(2, [1, 2, 3, 4, 5, 7], 5, False), 0) == [(1, 2)]
     assert m.get_block_table(2) == [0, 2] and m.get_block_table(1) == [0, 1]
     assert m.block_tables[1].blocks[1].token_ids == [5]
@@ -116,9 +117,9 @@ def test_sliding_window_caps_need_and_takes_the_null_block_lazily():
     assert m.max_block_sliding_window == 3
     assert m.can_allocate(SeqView(1, list(range(40)))) is AllocStatus.OK  # capped at 3 pages
     m.allocate([SeqView(1, [1, 2, 3, 4, 5, 6, 7, 8])])
-    assert m.snapshot()["null_block"] is None
+    assert snapshot(m)["null_block"] is None
     m.append_slots(SeqView(1, [1, 2, 3, 4, 5, 6, 7, 8, 9], 8, False), 0)
-    null = m.snapshot()["null_block"]
+    null = snapshot(m)["null_block"]
     assert null == 4
     assert m.get_block_table(1) == [null, 1, 2, 3, 0]  # page 0 dropped, then reused (LIFO)
     assert m.get_num_free_gpu_blocks() == 8 - 5
@@ -144,11 +145,11 @@ def test_freed_cached_blocks_are_parked_and_reset_empties_the_evictor():
     m.get_num_cached_tokens(seq)
     m.allocate([seq])
     m.free(1)
-    snap = m.snapshot()["gpu"]
+    snap = snapshot(m)["gpu"]
     assert [p[0] for p in snap["evictor"]["parked"]] == [0, 1] and snap["free"] == [2, 3]
     assert m.get_num_free_gpu_blocks() == 4
     assert m.reset_prefix_cache() is True
-    snap = m.snapshot()["gpu"]
+    snap = snapshot(m)["gpu"]
     assert snap["cached"] == [] and snap["evictor"]["parked"] == [] and sorted(snap["free"]) == [0, 1, 2, 3]
 
 
@@ -166,19 +167,19 @@ def test_misuse_raises_and_leaves_state_unchanged(action, error):
     m = BlockSpaceManager(4, 6, 3, watermark=0.0)
     m.allocate([SeqView(1, [1, 2, 3, 4, 5])])
     m.allocate([SeqView(2, list(range(9)))])
-    before = copy.deepcopy(m.snapshot())
+    before = copy.deepcopy(snapshot(m))
     with pytest.raises(error):
         action(m)
-    assert m.snapshot() == before
+    assert snapshot(m) == before
 
 
 def test_free_of_unknown_sequence_is_a_no_op_like_vllm():
     """Catches: free of a never-allocated sequence raising or touching pages (vLLM returns)."""
     m = BlockSpaceManager(4, 4, 0)
-    before = m.snapshot()
+    before = snapshot(m)
     m.free(42)
     m.fork(42, 43)
-    assert m.snapshot() == before
+    assert snapshot(m) == before
 
 
 def test_invalid_sizes_are_refused():
@@ -193,9 +194,9 @@ def test_mark_accessed_and_computed_are_no_ops_without_caching():
     """Catches: the naive path recording access times or computed marks (vLLM ignores them)."""
     m = BlockSpaceManager(2, 4, 0)
     m.allocate([SeqView(1, [1, 2, 3])])
-    before = m.snapshot()
+    before = snapshot(m)
     m.access_all_blocks_in_seq(1, 5.0)
     m.mark_blocks_as_computed()
-    assert m.snapshot() == before
+    assert snapshot(m) == before
     assert m.get_common_computed_block_ids([SeqView(1, [1, 2, 3])]) == []
     assert m.get_prefix_cache_hit_rate(Device.GPU) == -1
