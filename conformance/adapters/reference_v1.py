@@ -27,6 +27,7 @@ This module never imports vLLM; the vLLM adapter reuses its config helpers and s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from conformance.changelog import policy_named
@@ -90,40 +91,45 @@ class ReferenceV1System:
             watermark=config.get("watermark", 0.0),
         )
         self.pending_hits: dict[str, ComputedBlocks] = {}
+        self.ops: dict[str, Callable[[dict], Any]] = {
+            "add_request": self._add_request, "get_computed_blocks": self._get_computed_blocks,
+            "allocate_slots": self._allocate, "append_tokens": self._append_tokens,
+            "preempt": self._preempt, "free": self._free, "reset_prefix_cache": self._reset_prefix_cache,
+            "evict_blocks": self._evict_blocks,
+        }
 
     # -- ops ----------------------------------------------------------------------------------
     def apply(self, op: dict) -> Any:
+        handler = self.ops.get(op["op"])
+        if handler is None:
+            raise OpError("invalid_argument", f"unknown op {op['op']!r}")
         try:
-            return self._apply(op)
+            return handler(op)
         except BlockManagerError as err:
             raise OpError(err.category, str(err)) from None
 
-    def _apply(self, op: dict) -> Any:
-        kind, m = op["op"], self.manager
-        if kind == "add_request":
-            m.add_request(op["req"], op["tokens"], cache_salt=op.get("salt"), lora=lora_identity(op.get("lora")))
-            return None
-        if kind == "get_computed_blocks":
-            hit = m.get_computed_blocks(op["req"])
-            self.pending_hits[op["req"]] = hit
-            return {"block_ids": [list(ids) for ids in hit.block_ids()], "num_computed_tokens": hit.num_tokens}
-        if kind == "allocate_slots":
-            return self._allocate(op)
-        if kind == "append_tokens":
-            m.append_token_ids(op["req"], op["tokens"])
-            return None
-        if kind == "preempt":
-            m.preempt(op["req"])
-            return None
-        if kind == "free":
-            m.free(op["req"])
-            return None
-        if kind == "reset_prefix_cache":
-            return m.reset_prefix_cache()
-        if kind == "evict_blocks":
-            m.evict_blocks(op["block_ids"])
-            return None
-        raise OpError("invalid_argument", f"unknown op {kind!r}")
+    def _add_request(self, op: dict) -> None:
+        self.manager.add_request(op["req"], op["tokens"], cache_salt=op.get("salt"), lora=lora_identity(op.get("lora")))
+
+    def _get_computed_blocks(self, op: dict) -> dict:
+        hit = self.manager.get_computed_blocks(op["req"])
+        self.pending_hits[op["req"]] = hit
+        return {"block_ids": [list(ids) for ids in hit.block_ids()], "num_computed_tokens": hit.num_tokens}
+
+    def _append_tokens(self, op: dict) -> None:
+        self.manager.append_token_ids(op["req"], op["tokens"])
+
+    def _preempt(self, op: dict) -> None:
+        self.manager.preempt(op["req"])
+
+    def _free(self, op: dict) -> None:
+        self.manager.free(op["req"])
+
+    def _reset_prefix_cache(self, op: dict) -> bool:
+        return self.manager.reset_prefix_cache()
+
+    def _evict_blocks(self, op: dict) -> None:
+        self.manager.evict_blocks(op["block_ids"])
 
     def _allocate(self, op: dict) -> list[list[int]] | None:
         request_id = op["req"]

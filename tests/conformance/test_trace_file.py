@@ -119,8 +119,12 @@ def test_the_reference_adapters_dispatch_exactly_the_ops_of_the_schema():
     replay of a valid trace would be refused as an unknown op), or a table entry no trace may
     name."""
     from conformance.adapters.reference_v0 import ReferenceV0System
+    from conformance.adapters.reference_v1 import ReferenceV1System
 
+    v1_config = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 8, "max_model_len": 64,
+                 "groups": [{"kind": "full"}]}
     assert set(ReferenceV0System(V0_CONFIG).ops) == set(OP_FIELDS["v0"])
+    assert set(ReferenceV1System(v1_config).ops) == set(OP_FIELDS["v1"])
 
 
 def test_a_malformed_corpus_file_fails_the_corpus_property_as_a_harness_error(monkeypatch, tmp_path):
