@@ -287,11 +287,16 @@ def check(
     used: set[LedgerKey] = set()
     citations = list(citations)
     hints: dict[Path, set[str]] = {}
-    for c in citations:
+    # Release by release, every cited file is listed and read before the checks (which go in
+    # citation order): the reader may pass over a release's whole archive to list or read it, and
+    # keeps only a few releases at hand (upstream.fetch).
+    for c in sorted(citations, key=lambda c: c.version):
+        resolved, _ = resolver.resolve_path(c)
+        if resolved is None:
+            continue
+        resolver.lines(c.version, resolved)
         if c.form == "legacy" and "/" in c.path:
-            resolved, _ = resolver.resolve_path(c)
-            if resolved:
-                hints.setdefault(c.source, set()).add(resolved.rsplit("/", 1)[0])
+            hints.setdefault(c.source, set()).add(resolved.rsplit("/", 1)[0])
     for c in citations:
         label = f"citation v{c.version}/{c.path}" + (f"#{c.range_text}" if c.start else "")
         path, why = resolver.resolve_path(c, hints.get(c.source, set()))

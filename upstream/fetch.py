@@ -3,7 +3,8 @@
 No vLLM source is committed to this repository. This module obtains the sdist of a pinned vLLM
 release by package name and version through the package index that pip is configured to use
 (PEP 691 JSON simple API), checks the sha256 that the index publishes for it, caches the archive
-outside the clone, and extracts single files on demand. A local vLLM git checkout can stand in for
+outside the clone, and extracts files on demand (one pass over the archive per release and
+process, :func:`read_file`). A local vLLM git checkout can stand in for
 the index (``--checkout PATH``), e.g. on a machine without registry access.
 
 The index address is never written here: it comes from ``PIP_INDEX_URL``, then pip's own
@@ -141,18 +142,62 @@ def read_file(version: str, path: str, checkout: Path | None = None) -> bytes:
     extracted = cached_file(version, path)
     if extracted.exists():
         return extracted.read_bytes()
+    members = _sources_of(version)
+    data = members.get(path)
+    if data is None and path.startswith(SOURCE_FOLDERS):
+        raise UpstreamError(f"the vllm {version} sdist has no file {path}")
+    if data is None:
+        data = _read_member(version, path)  # outside the source folders kept in memory
+    store_file(version, path, data)
+    return data
+
+
+#: The folders of an sdist whose files a pass over the archive keeps in memory: the ones our
+#: notes and citations read. A gzip archive cannot be read at an offset, so finding one member
+#: costs a pass over the archive; keeping these folders turns N reads of a release into one pass.
+SOURCE_FOLDERS = ("vllm/", "csrc/")
+#: How many releases' source folders a process keeps (about 55 MB each for a recent release).
+_KEPT_RELEASES = 2
+_sources: dict[str, dict[str, bytes]] = {}
+
+
+def _sources_of(version: str) -> dict[str, bytes]:
+    """``path -> bytes`` of every regular file under :data:`SOURCE_FOLDERS` of the sdist, one pass.
+
+    The same pass writes the release's file listing (:func:`release_files`) if it is not cached.
+    """
+    if version in _sources:
+        return _sources[version]
+    prefix = f"{PACKAGE}-{version}/"
+    kept: dict[str, bytes] = {}
+    names: list[str] = []
     with tarfile.open(sdist_path(version)) as tar:
-        prefix = f"{PACKAGE}-{version}/"
+        for member in tar:
+            if not member.isfile() or not member.name.startswith(prefix):
+                continue
+            name = member.name[len(prefix):]
+            names.append(name)
+            if name.startswith(SOURCE_FOLDERS):
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    kept[name] = handle.read()
+    _write_listing(version, sorted(names))
+    while len(_sources) >= _KEPT_RELEASES:
+        del _sources[next(iter(_sources))]
+    _sources[version] = kept
+    return kept
+
+
+def _read_member(version: str, path: str) -> bytes:
+    with tarfile.open(sdist_path(version)) as tar:
         try:
-            member = tar.getmember(prefix + path)
+            member = tar.getmember(f"{PACKAGE}-{version}/{path}")
         except KeyError:
             raise UpstreamError(f"the vllm {version} sdist has no file {path}") from None
         handle = tar.extractfile(member)
         if handle is None:
             raise UpstreamError(f"{path} in the vllm {version} sdist is not a regular file")
-        data = handle.read()
-    store_file(version, path, data)
-    return data
+        return handle.read()
 
 
 def cached_file(version: str, path: str) -> Path:
@@ -166,7 +211,7 @@ def store_file(version: str, path: str, data: bytes) -> Path:
     """Cache bytes obtained elsewhere (a verified checkout) so later reads work offline."""
     target = cached_file(version, path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".part")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
     tmp.write_bytes(data)
     tmp.replace(target)
     return target
@@ -194,14 +239,21 @@ def release_commit(version: str, checkout: Path | None = None) -> str:
 
 def release_files(version: str) -> list[str]:
     """Every file path in the vllm ``version`` sdist (relative to the release root), cached."""
-    listing = CACHE / "listing" / f"{version}.txt"
+    listing = _listing_file(version)
+    if not listing.exists():
+        _sources_of(version)
+    return listing.read_text(encoding="utf-8").split("\n")
+
+
+def _listing_file(version: str) -> Path:
+    return CACHE / "listing" / f"{version}.txt"
+
+
+def _write_listing(version: str, names: list[str]) -> None:
+    listing = _listing_file(version)
     if listing.exists():
-        return listing.read_text(encoding="utf-8").split("\n")
-    prefix = f"{PACKAGE}-{version}/"
-    with tarfile.open(sdist_path(version)) as tar:
-        names = sorted(m.name[len(prefix):] for m in tar.getmembers() if m.isfile() and m.name.startswith(prefix))
+        return
     listing.parent.mkdir(parents=True, exist_ok=True)
-    tmp = listing.with_suffix(".part")
+    tmp = listing.with_name(f"{listing.name}.{os.getpid()}.part")
     tmp.write_text("\n".join(names), encoding="utf-8")
     tmp.replace(listing)
-    return names
