@@ -4,7 +4,7 @@
 release from 0.6.3.post1 to 0.10.2 has ``vllm/core/block_manager.py``; ``scripts/version-matrix``
 runs it for each such release it builds), drives that release's real V0 engine step with a fake
 model (``annotations.reach_probe``) in every probe configuration and files the result here, in
-``conformance/reports/v0-liveness.json``, under the release: the command, the vLLM version, the
+``annotations/v0-liveness.json``, under the release: the command, the vLLM version, the
 date, the project commit, the sha256 of the upstream files that decide what the run reaches, and
 per configuration its settings and either ``run`` (what the run did: preemptions, requests with
 ``n > 1``, the largest sequence group added and run, sequences forked, blocks copied and swapped,
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-REPORT = Path(__file__).resolve().parents[1] / "conformance" / "reports" / "v0-liveness.json"
+REPORT = Path(__file__).resolve().parent / "v0-liveness.json"
 ABOUT = ("V0 liveness per vLLM release: what the real V0 engine step reaches per configuration, written by "
          "python -m annotations.reach_probe --liveness inside each release's own environment (CPU, fake model).")
 #: The figures of a run the page shows, in order: (key of ``run``, column heading).
