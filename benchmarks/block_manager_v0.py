@@ -76,6 +76,14 @@ def check_answer(op: tuple, got: Any) -> None:
         raise Diverged(f"answered {shape(got)!r}, recorded {op[2]!r}")
 
 
+def _step(sequences: Any, op: tuple) -> None:
+    """A STEP (the forward pass and the sampler, not a manager call) on either side's sequences."""
+    _, sid, n, token = op
+    sequences.compute(sid, n)
+    if token is not None:
+        sequences.append_token(sid, token)
+
+
 def _prepare_sequences(sequences: Any, trace: V0Trace) -> Any:
     """``sequences`` (either side's) holding one waiting group per prompt, as the trace numbers them."""
     for i, prompt in enumerate(trace.prompts):
@@ -103,11 +111,7 @@ class ReferenceV0Side:
     def call(self, s: _ReferenceState, op: tuple):  # one line per op kind
         m, q, kind = s.manager, s.sequences, op[0]
         if kind == STEP:
-            _, sid, n, token = op
-            q.compute(sid, n)
-            if token is not None:
-                q.append_token(sid, token)
-            return None
+            return _step(q, op)
         if kind == FORK:
             _, g, parent, child = op
             q.fork(g, parent, child)
@@ -183,11 +187,7 @@ class VllmV0Side:
     def call(self, v: _VllmState, op: tuple):  # one line per op kind
         bm, q, kind = v.bm, v.sequences, op[0]
         if kind == STEP:
-            _, sid, n, token = op
-            q.compute(sid, n)
-            if token is not None:
-                q.append_token(sid, token)
-            return None
+            return _step(q, op)
         if kind == FORK:
             _, g, parent, child = op
             q.fork(g, parent, child)

@@ -40,6 +40,7 @@ from typing import Any
 from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
 from conformance.changelog import policy_named
 from conformance.lockstep import OpError
+from conformance.trace_file import OP_FIELDS
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
 from reference.blocks.policies import V0Policy
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
@@ -64,12 +65,43 @@ def error_category(err: Exception) -> str:
     return REFUSED
 
 
+def dispatch_table(system: Any) -> dict[str, Callable[[dict], Any]]:
+    """A V0 adapter's table from op kind to method: every op of the trace schema
+    (:data:`conformance.trace_file.OP_FIELDS`), each handled by the adapter's ``_<kind>`` method."""
+    return {kind: getattr(system, "_" + kind) for kind in OP_FIELDS["v0"]}
+
+
 def unknown_op(kind: Any) -> OpError:
     """The refusal of an op outside the V0 vocabulary (both V0 adapters raise it)."""
     return OpError(UNKNOWN_OP, f"unknown v0 op {kind!r}")
 
 
-class ReferenceV0System:
+class V0Ops:
+    """What both V0 adapters share: finding an op's method in ``self.ops`` (:func:`dispatch_table`),
+    and the ops that change only the sequences, not the manager (each adapter keeps its
+    sequences in ``self.sequences``, with the methods of ``V0Sequences``)."""
+
+    sequences: Any
+    ops: dict[str, Callable[[dict], Any]]
+
+    def handler(self, op: dict) -> Callable[[dict], Any]:
+        """The method for ``op``; an op outside the vocabulary is refused (:func:`unknown_op`)."""
+        found = self.ops.get(op["op"])
+        if found is None:
+            raise unknown_op(op["op"])
+        return found
+
+    def _add_group(self, op: dict) -> None:
+        self.sequences.add_group(op["group"], op["seqs"], op["prompt"])
+
+    def _compute(self, op: dict) -> None:
+        self.sequences.compute_all(op["seq"])
+
+    def _append_token(self, op: dict) -> None:
+        self.sequences.append_token(op["seq"], op["token"])
+
+
+class ReferenceV0System(V0Ops):
     """The reference BlockSpaceManager, driven by lockstep ops."""
 
     def __init__(self, config: dict, label: str = "reference-v0") -> None:
@@ -81,22 +113,10 @@ class ReferenceV0System:
             sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"],
             policy=policy_named(config.get("policy", policy_name(V0_RELEASE)), V0Policy))
         self.sequences = V0Sequences()
-        self.ops: dict[str, Callable[[dict], Any]] = {
-            "add_group": self._add_group, "num_cached_tokens": self._num_cached_tokens,
-            "can_allocate": self._can_allocate, "allocate": self._allocate, "compute": self._compute,
-            "append_token": self._append_token, "can_append_slots": self._can_append_slots,
-            "append_slots": self._append_slots, "fork": self._fork, "free": self._free,
-            "can_swap_out": self._can_swap_out, "swap_out": self._swap_out,
-            "can_swap_in": self._can_swap_in, "swap_in": self._swap_in, "access": self._access,
-            "mark_computed": self._mark_computed, "common_computed": self._common_computed,
-            "reset_prefix_cache": self._reset_prefix_cache, "hit_rate": self._hit_rate,
-            "num_free": self._num_free, "block_table": self._block_table,
-        }
+        self.ops = dispatch_table(self)
 
     def apply(self, op: dict) -> Any:
-        handler = self.ops.get(op["op"])
-        if handler is None:
-            raise unknown_op(op["op"])
+        handler = self.handler(op)
         try:
             return handler(op)
         except BlockManagerError as err:
@@ -105,10 +125,7 @@ class ReferenceV0System:
     def snapshot(self) -> dict:
         return snapshot(self.manager)
 
-    # -- one method per op --------------------------------------------------------------------
-    def _add_group(self, op: dict) -> None:
-        self.sequences.add_group(op["group"], op["seqs"], op["prompt"])
-
+    # -- one method per op that calls the manager (V0Ops has the others) ----------------------
     def _num_cached_tokens(self, op: dict) -> int:
         return self.manager.get_num_cached_tokens(self.sequences.seqs[op["seq"]].view())
 
@@ -118,12 +135,6 @@ class ReferenceV0System:
     def _allocate(self, op: dict) -> None:
         self.manager.allocate(self.sequences.views(op["group"], WAITING))
         self.sequences.move(op["group"], WAITING, RUNNING)
-
-    def _compute(self, op: dict) -> None:
-        self.sequences.compute_all(op["seq"])
-
-    def _append_token(self, op: dict) -> None:
-        self.sequences.append_token(op["seq"], op["token"])
 
     def _can_append_slots(self, op: dict) -> bool:
         return self.manager.can_append_slots(self.sequences.views(op["group"], RUNNING), op["lookahead"])
@@ -230,5 +241,5 @@ def pool_snapshot(alloc: NaiveAllocator | PrefixCachingAllocator) -> dict:
     }
 
 
-__all__ = ["KEY_ERROR", "OUT_OF_BLOCKS", "REFUSED", "UNKNOWN_OP", "ReferenceV0System",
-           "devices_snapshot", "error_category", "pool_snapshot", "snapshot", "unknown_op"]
+__all__ = ["KEY_ERROR", "OUT_OF_BLOCKS", "REFUSED", "UNKNOWN_OP", "ReferenceV0System", "V0Ops", "devices_snapshot",
+           "dispatch_table", "error_category", "pool_snapshot", "snapshot", "unknown_op"]

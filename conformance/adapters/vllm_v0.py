@@ -20,11 +20,10 @@ for); both adapters refuse an op outside that vocabulary alike (``"invalid_argum
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from conformance.adapters.installed_api import detect_v0
-from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED, unknown_op
+from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED, V0Ops, dispatch_table
 from conformance.adapters.v0_sequences import FINISHED, RUNNING, SWAPPED, WAITING
 from conformance.lockstep import NotApplicable, OpError
 from conformance.versions import installed_v0
@@ -90,7 +89,7 @@ class VllmV0Sequences:
         self.seqs[seq_id].append_token_id(token, {token: self._Logprob(0.0)})
 
 
-class VllmV0System:
+class VllmV0System(V0Ops):
     label = "vllm-v0"
 
     def __init__(self, config: dict) -> None:
@@ -117,17 +116,7 @@ class VllmV0System:
             num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
             sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"])
         self.sequences = VllmV0Sequences(self)
-        self.ops: dict[str, Callable[[dict], Any]] = {
-            "add_group": self._add_group, "num_cached_tokens": self._num_cached_tokens,
-            "can_allocate": self._can_allocate, "allocate": self._allocate, "compute": self._compute,
-            "append_token": self._append_token, "can_append_slots": self._can_append_slots,
-            "append_slots": self._append_slots, "fork": self._fork, "free": self._free,
-            "can_swap_out": self._can_swap_out, "swap_out": self._swap_out,
-            "can_swap_in": self._can_swap_in, "swap_in": self._swap_in, "access": self._access,
-            "mark_computed": self._mark_computed, "common_computed": self._common_computed,
-            "reset_prefix_cache": self._reset_prefix_cache, "hit_rate": self._hit_rate,
-            "num_free": self._num_free, "block_table": self._block_table,
-        }
+        self.ops = dispatch_table(self)
 
     # -- the public API shared with the benchmarks ---------------------------------------------
     def make_sequence(self, seq_id: int, tokens: list[int]):
@@ -140,9 +129,7 @@ class VllmV0System:
         return self._SequenceGroup(request_id=group_id, seqs=list(seqs), arrival_time=0.0)
 
     def apply(self, op: dict) -> Any:
-        handler = self.ops.get(op["op"])
-        if handler is None:
-            raise unknown_op(op["op"])
+        handler = self.handler(op)
         try:
             return handler(op)
         except KeyError as err:
@@ -152,10 +139,7 @@ class VllmV0System:
         except (AssertionError, ValueError) as err:
             raise OpError(REFUSED, repr(err)) from None
 
-    # -- one method per op (the reference adapter's names) -------------------------------------
-    def _add_group(self, op: dict) -> None:
-        self.sequences.add_group(op["group"], op["seqs"], op["prompt"])
-
+    # -- one method per op that calls the manager (the reference adapter's names) ------------
     def _num_cached_tokens(self, op: dict) -> int:
         return self.bm.get_num_cached_tokens(self.sequences.seqs[op["seq"]])
 
@@ -165,12 +149,6 @@ class VllmV0System:
     def _allocate(self, op: dict) -> None:
         self.bm.allocate(self.sequences.group(op["group"]))
         self.sequences.move(op["group"], WAITING, RUNNING)
-
-    def _compute(self, op: dict) -> None:
-        self.sequences.compute_all(op["seq"])
-
-    def _append_token(self, op: dict) -> None:
-        self.sequences.append_token(op["seq"], op["token"])
 
     def _can_append_slots(self, op: dict) -> bool:
         return self.bm.can_append_slots(self.sequences.group(op["group"]), op["lookahead"])

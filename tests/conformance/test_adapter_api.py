@@ -51,26 +51,6 @@ def test_logged_v1_api_matches_the_installed_code_at_a_measured_release():
         assert differences_seen() == {}
 
 
-def test_v0_make_sequence_and_group():
-    """Catches: the V0 benchmark and machine building sequences differently."""
-    if not HAS_VLLM:
-        unavailable("vLLM is not importable in this environment", "v0.")
-    try:
-        versions.installed_v0()
-    except NotApplicable as why:
-        unavailable(str(why), "v0.")
-    from conformance.adapters.vllm_v0 import VllmV0System
-
-    system = VllmV0System({"block_size": 2, "num_gpu_blocks": 8, "num_cpu_blocks": 2, "watermark": 0.0,
-                           "enable_caching": True})
-    seq = system.make_sequence(7, [1, 2, 3])
-    assert seq.seq_id == 7 and seq.get_token_ids() == [1, 2, 3]
-    group = system.make_group("g", [seq])
-    assert group.request_id == "g" and group.get_seqs() == [seq]
-    system.bm.allocate(group)
-    assert len(system.bm.get_block_table(seq)) == 2
-
-
 def v0_system():
     if not HAS_VLLM:
         unavailable("vLLM is not importable in this environment", "v0.")
@@ -84,6 +64,17 @@ def v0_system():
 
 
 V0_CONFIG = {"block_size": 2, "num_gpu_blocks": 8, "num_cpu_blocks": 2, "watermark": 0.0, "enable_caching": True}
+
+
+def test_v0_make_sequence_and_group():
+    """Catches: the V0 benchmark and machine building sequences differently."""
+    system = v0_system()
+    seq = system.make_sequence(7, [1, 2, 3])
+    assert seq.seq_id == 7 and seq.get_token_ids() == [1, 2, 3]
+    group = system.make_group("g", [seq])
+    assert group.request_id == "g" and group.get_seqs() == [seq]
+    system.bm.allocate(group)
+    assert len(system.bm.get_block_table(seq)) == 2
 
 
 def test_the_reference_v0_adapter_refuses_an_unknown_op_as_invalid_argument():
