@@ -10,7 +10,7 @@ before the write lands.
 
 Blocks of the prefix-caching allocator (``hashing=True``) also know their content hash
 (:mod:`.content_hash`), computed lazily once the page is full and then remembered, as vLLM does
-(``vllm/core/block/prefix_caching_block.py:893-925``).
+(``v0.10.2 vllm/core/block/prefix_caching_block.py:893-925``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Block:
         self.block_size = block_size
         self.block_id = block_id
         self.hashing = hashing
-        # Only hashing blocks carry an extra hash (a naive block reports None, naive_block.py:462).
+        # Only hashing blocks carry an extra hash (a naive block reports None, v0.10.2 naive_block.py:462).
         self.extra_hash = extra_hash if hashing else None
         self.computed = False
         self._hash: Optional[int] = None
@@ -48,7 +48,7 @@ class Block:
     def _update_num_tokens_total(self) -> None:
         # A hashing block keeps its count up to date on construction and on every append, never
         # recomputing it by walking the chain: vLLM's PrefixCachingBlock does the same
-        # (prefix_caching_block.py:797-812, :849), and a walk per block made freeing a sequence
+        # (v0.10.2 prefix_caching_block.py:797-812, :849), and a walk per block made freeing a sequence
         # quadratic (and recursive) in its length. Naive blocks, like vLLM's NaiveBlock, keep none.
         before = self.prev.num_tokens_total if self.prev is not None else 0
         self._num_tokens_total = before + len(self.token_ids)
@@ -94,7 +94,7 @@ class Block:
         """The chained hash of a full page, or None (not full, or a naive block).
 
         The previous page is asked only what vLLM's ``Block`` interface offers, its
-        ``content_hash`` (``prefix_caching_block.py:893-925``), so any object offering that
+        ``content_hash`` (``v0.10.2 prefix_caching_block.py:893-925``), so any object offering that
         interface can precede a page, as a ``MagicMock(spec=PrefixCachingBlock)`` does in vLLM's
         own tests. vLLM computes the hash recursively through the previous pages; the reference
         gives the same values with a loop over the run of its own full, not yet hashed pages
@@ -130,7 +130,7 @@ class NullBlock(Block):
     """The shared placeholder that replaces pages a sliding window no longer needs.
 
     It wraps one ordinary page taken from the GPU pool the first time a sliding-window sequence
-    grows (``cpu_gpu_block_allocator.py:119-123``); every dropped position of every sequence then
+    grows (``v0.10.2 cpu_gpu_block_allocator.py:119-123``); every dropped position of every sequence then
     points at that one page, which is never freed.
     """
 
@@ -217,6 +217,6 @@ class CopyOnWriteLog:
         return list(self._pairs)
 
     def collect(self) -> list[tuple[int, int]]:
-        """Return the recorded copies and start a new log (``common.py:139-154``)."""
+        """Return the recorded copies and start a new log (``v0.10.2 common.py:139-154``)."""
         pairs, self._pairs = self._pairs, []
         return pairs

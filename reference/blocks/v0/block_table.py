@@ -9,12 +9,12 @@ Allocation splits the prompt into full pages - *immutable*, hashable, shareable 
 partly filled *mutable* tail. Appending fills the tail, then asks for fresh pages. With a sliding
 window, pages that fell out of the window are released and replaced by the shared null page, so a
 long sequence holds only about ``window / block_size + 2`` real pages
-(``vllm/core/block/block_table.py:116-174``).
+(``v0.10.2 vllm/core/block/block_table.py:116-174``).
 
 The table keeps the pages' physical ids in a second list beside the block views, updated by every
 method that changes a page, because the scheduler asks for the ids of every running sequence on
 every step; reading them must not mean walking the views. vLLM keeps the same mirror
-(``BlockList``, ``vllm/core/block/common.py:232-294``).
+(``BlockList``, ``v0.10.2 vllm/core/block/common.py:232-294``).
 """
 
 from __future__ import annotations

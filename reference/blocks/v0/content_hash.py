@@ -6,7 +6,7 @@ whether it is the first page, the hash of the previous page, its tokens and an o
 prefix up to and including themselves, which is what makes reusing them safe.
 
 The hash is Python's built-in ``hash`` of a tuple, exactly as vLLM v0.10.2 computes it
-(``vllm/core/block/prefix_caching_block.py:927-953``). Tuples of ints, bools and ``None`` hash the
+(``v0.10.2 vllm/core/block/prefix_caching_block.py:927-953``). Tuples of ints, bools and ``None`` hash the
 same in every process, but the "no previous page" sentinel is ``hash('None')`` - a *string* hash,
 which Python randomises per process unless ``PYTHONHASHSEED`` is fixed. Hashes thus agree with
 vLLM's byte for byte inside one process (which is how the lockstep conformance runs) and across
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-# vLLM uses the *string* 'None' (prefix_caching_block.py:75, :977) so that the sentinel is not the
+# vLLM uses the *string* 'None' (v0.10.2 prefix_caching_block.py:75, :977) so that the sentinel is not the
 # constant hash(None) of Python >= 3.12.
 NONE_HASH: int = hash("None")
 

@@ -1,7 +1,7 @@
 """The CPU/GPU allocator pair: one pool per device, disjoint id ranges, and swapping between them.
 
 Page ids are global: the GPU pool owns ``0 .. num_gpu-1`` and the CPU pool ``num_gpu ..
-num_gpu+num_cpu-1`` (``vllm/core/block/cpu_gpu_block_allocator.py:58-63``), so an id alone says
+num_gpu+num_cpu-1`` (``v0.10.2 vllm/core/block/cpu_gpu_block_allocator.py:58-63``), so an id alone says
 where a page lives. Swapping a sequence moves each of its block views: the source pool releases
 the page, the destination pool hands out one (a cache hit may reuse an existing page there), and
 the view keeps its tokens and its place in the chain. The returned mapping uses ids counted from
@@ -72,7 +72,7 @@ class DeviceAllocator:
 
     def free(self, block: Block) -> None:
         if isinstance(block, NullBlock):
-            return  # the null block is never freed (cpu_gpu_block_allocator.py:202-204)
+            return  # the null block is never freed (v0.10.2 cpu_gpu_block_allocator.py:202-204)
         if block.block_id is None:
             raise InvalidArgument("the block holds no page")
         self.pool_of(block.block_id).free(block)
@@ -133,7 +133,7 @@ class DeviceAllocator:
         if device is not None:
             return self.pool(device).reset_prefix_cache()
         # CPU first, then GPU, and a failure skips the rest: vLLM walks its allocator dict in that
-        # order with a short-circuiting ``and`` (cpu_gpu_block_allocator.py:343-350).
+        # order with a short-circuiting ``and`` (v0.10.2 cpu_gpu_block_allocator.py:343-350).
         success = True
         for pool in (self.cpu, self.gpu):
             success = success and pool.reset_prefix_cache()

@@ -8,7 +8,7 @@ Which one? The least recently used (smallest ``last_accessed``); among equally o
 ending the *longest* prefix (largest ``num_hashed_tokens``), because a long prefix is less likely
 to be shared than the short prefixes it extends; then the smallest page id, then the smallest
 hash, simply because those are the next fields of the heap tuple. This is vLLM v0.10.2's
-``LRUEvictor`` (``vllm/core/evictor.py:74-150``), reproduced with the same heap discipline:
+``LRUEvictor`` (``v0.10.2 vllm/core/evictor.py:74-150``), reproduced with the same heap discipline:
 
 * entries are pushed, never updated in place; ``update`` only changes the table, so the old heap
   entry of an updated page no longer matches and is skipped when popped (a quirk kept on purpose);
@@ -25,7 +25,7 @@ import heapq
 from reference.blocks.errors import OutOfBlocks, UnknownBlock
 from reference.blocks.v0.faults import UpstreamInvariantBroken
 
-CLEANUP_THRESHOLD = 50  # evictor.py:85
+CLEANUP_THRESHOLD = 50  # v0.10.2 evictor.py:85
 
 
 class LRUEvictor:
@@ -70,5 +70,5 @@ class LRUEvictor:
             if entry is not None and entry[2] == last_accessed:
                 del self.table[block_id]
                 return block_id, content_hash
-        # vLLM raises ValueError here after having popped the stale entries (evictor.py:111).
+        # vLLM raises ValueError here after having popped the stale entries (v0.10.2 evictor.py:111).
         raise UpstreamInvariantBroken("every heap entry of the evictor is stale")

@@ -13,7 +13,7 @@ way, and its prefix-cache hit-rate counter keeps the queries of the failed call)
 follow the scheduler's protocol - ask ``can_*`` first - never see the difference
 (``conformance/known-upstream-bugs/reference-rolls-back-failed-allocate.json`` shows it).
 Two vLLM leniencies are kept because callers rely on them: ``free`` of an unknown sequence and
-``fork`` of an unknown parent silently do nothing (``block_manager.py:257-259``, ``:340-342``).
+``fork`` of an unknown parent silently do nothing (``v0.10.2 block_manager.py:257-259``, ``:340-342``).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ class BlockSpaceManager:
         if seq_id not in self.block_tables:
             return
         if not self.computed_tracker.is_tracked(seq_id):
-            # vLLM asserts here after half the work (prefix_caching_block.py:1086); we refuse first.
+            # vLLM asserts here after half the work (v0.10.2 prefix_caching_block.py:1086); we refuse first.
             raise UnknownRequest(f"sequence {seq_id} was never asked for its cached tokens")
         table = self.block_tables[seq_id]
         self.access_tracker.write_to_blocks(seq_id, table.physical_block_ids)
@@ -245,7 +245,7 @@ class BlockSpaceManager:
     # -- queries ----------------------------------------------------------------------------------
     def get_block_table(self, seq_id: int) -> list[int]:
         """The sequence's page ids: the table's own id list, not a copy, as vLLM returns it
-        (``block_manager.py:285-287``), because the scheduler asks for it every step. It changes
+        (``v0.10.2 block_manager.py:285-287``), because the scheduler asks for it every step. It changes
         as the table does; a caller that keeps it, or edits it, must copy it first."""
         return self._table(seq_id).physical_block_ids
 

@@ -73,7 +73,7 @@ class NaiveAllocator:
 
     def allocate_immutable_blocks(self, prev: Optional[Block], chunks: list[list[int]],
                                   extra_hash: Optional[int] = None) -> list[Block]:
-        # vLLM takes every id first, then builds the blocks (naive_block.py:88-110).
+        # vLLM takes every id first, then builds the blocks (v0.10.2 naive_block.py:88-110).
         if len(chunks) > len(self.free_ids):
             raise OutOfBlocks(f"{len(chunks)} blocks needed, {len(self.free_ids)} free")
         ids = [self.allocate_id() for _ in chunks]
@@ -131,7 +131,7 @@ class NaiveAllocator:
         return len(self.all_ids)
 
     def get_physical_block_id(self, absolute_id: int) -> int:
-        """The id counted from this device's first page (``naive_block.py:204-215``)."""
+        """The id counted from this device's first page (``v0.10.2 naive_block.py:204-215``)."""
         return self._sorted_ids.index(absolute_id)
 
     def get_num_full_blocks_touched(self, blocks: list[Block]) -> int:
@@ -152,7 +152,7 @@ class NaiveAllocator:
                 self.append_token_ids(tmp, block.token_ids)
             block.block_id = tmp.block_id
 
-    # -- prefix caching hooks: all no-ops here (naive_block.py:259-342) -------------------------
+    # -- prefix caching hooks: all no-ops here (v0.10.2 naive_block.py:259-342) -------------------------
     def mark_blocks_as_accessed(self, block_ids: list[int], now: float) -> None:
         pass
 

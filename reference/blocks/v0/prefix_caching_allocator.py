@@ -10,7 +10,7 @@ Two kinds of page coexist:
   later request with the same prefix can take it back (a cache hit) without recomputing it.
 
 A new page is taken from the free-id queue first and only then by evicting a parked page
-(``_allocate_block_id``, ``prefix_caching_block.py:297-310``). A mutable page that fills up is
+(``_allocate_block_id``, ``v0.10.2 prefix_caching_block.py:297-310``). A mutable page that fills up is
 *promoted*: its hash is registered, or - if another page already holds that content - the view
 is moved onto the existing page and its own page goes back to the free queue (``:487-528``).
 
@@ -35,7 +35,7 @@ from reference.blocks.v0.faults import UpstreamInvariantBroken
 from reference.blocks.v0.hit_rate import HitRateMetric
 from reference.blocks.v0.naive_allocator import NaiveAllocator, chain_of
 
-NEVER_ACCESSED = -1  # prefix_caching_block.py:25
+NEVER_ACCESSED = -1  # v0.10.2 prefix_caching_block.py:25
 
 
 class PageStatus:
@@ -97,7 +97,7 @@ class PrefixCachingAllocator:
         if self.evictor.num_blocks == 0:
             return None
         block_id, content_hash = self.evictor.evict()
-        # vLLM asserts this (prefix_caching_block.py:335-338); a stale heap entry can break it.
+        # vLLM asserts this (v0.10.2 prefix_caching_block.py:335-338); a stale heap entry can break it.
         if self.cached.get(content_hash) != block_id or self.refcounter.get(block_id) != 0:
             raise UpstreamInvariantBroken(
                 f"evictor returned block {block_id} with hash {hash_hex(content_hash)} "

@@ -5,7 +5,7 @@ the prefix cache?". It hashes the sequence's *tokens* (not its table) page by pa
 with the same chained hash the allocator uses, then asks the allocator how long a prefix of those
 hashes names computed cached pages. While a sequence is still in prefill the first answer is kept,
 so a chunked prefill does not see its cached count move under it
-(``vllm/core/block/prefix_caching_block.py:956-1090``).
+(``v0.10.2 vllm/core/block/prefix_caching_block.py:956-1090``).
 
 :class:`LastAccessTracker` remembers, per sequence, the scheduler's last access time; it is
 written to the pages only when the sequence is freed - the moment the pages may enter the evictor
@@ -50,7 +50,7 @@ class ComputedBlocksTracker:
         previous = self.seq_num_cached.get(seq.seq_id)
         if previous is not None and seq.is_prefill:
             return previous
-        # vLLM takes len() of the found prefix (prefix_caching_block.py:1076-1077); the count alone is the same.
+        # vLLM takes len() of the found prefix (v0.10.2 prefix_caching_block.py:1076-1077); the count alone is the same.
         cached = self.allocator.num_cached_blocks_prefix(self.seq_hashes[seq.seq_id])
         self.seq_num_cached[seq.seq_id] = cached * self.block_size
         return cached * self.block_size
