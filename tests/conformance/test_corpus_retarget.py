@@ -67,3 +67,12 @@ def test_a_release_the_v1_harness_cannot_drive_is_a_harness_error_not_a_pass(mon
     result = corpus.run_corpus()
     assert not result.passed and result.extra["failure"] == "harness_error"
     assert "no block_hasher" in result.detail and f"{len(corpus.corpus()) - len(V1_TRACES)} traces replayed" in result.detail
+
+
+def test_a_trace_replayed_where_only_the_builtin_hash_exists_uses_it():
+    """Catches: a corpus trace retargeted to 0.8.0-0.8.2 keeping sha256, which those releases do not
+    offer (V1Policy.builtin_hash_only), so the whole corpus was a harness error there
+    ("unknown hash function 'sha256'")."""
+    trace = {"config": {"policy": "v0.33.0", "hash_fn": "sha256_cbor"}, "ops": []}
+    assert corpus.retargeted(trace, "v0.8.2")["config"]["hash_fn"] == "builtin"
+    assert corpus.retargeted(trace, "v0.9.2")["config"]["hash_fn"] == "sha256"
