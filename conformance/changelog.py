@@ -737,11 +737,15 @@ LOGS: dict[type, tuple[Change, ...]] = {
 # same on every path the harness drives (V1 core, request, KV-cache interface, Triton kernels,
 # V0 block manager and sequence): they are driven as that release. Where they differ only outside
 # those paths, the difference is named: 0.6.5 (a docstring; inputs/data.py's multi_modal_hashes
-# and the V1 files, which 0.6.x does not drive), 0.7.2 (Sequence.__repr__/items),
+# and the V1 files, which 0.6.x does not drive), 0.8.0 and 0.8.1 (KVCacheConfig's fields and the
+# KV-cache config helpers of kv_cache_utils, which their KVCacheManager does not take; the V1
+# scheduler's module path; SelfAttnBlockSpaceManager.reset_prefix_cache gains an optional
+# device in 0.8.2, the same reset when none is given), 0.7.2 (Sequence.__repr__/items),
 # 0.14.0 (the encoder cache), 0.17.0 (no take_new_block_ids), 0.19.0 (an EAGLE-only path), 0.20.0
 # (start-up pool sizing; its Request differs in a structured-output argument).
 READ_AS_MEASURED: dict[str, str] = {
-    "0.6.5": "0.6.6.post1", "0.6.6": "0.6.6.post1", "0.7.2": "0.7.3", "0.8.5": "0.8.5.post1",
+    "0.6.5": "0.6.6.post1", "0.6.6": "0.6.6.post1", "0.7.2": "0.7.3", "0.8.0": "0.8.2", "0.8.1": "0.8.2",
+    "0.8.5": "0.8.5.post1",
     "0.11.1": "0.11.2", "0.14.0": "0.14.1", "0.17.0": "0.17.1", "0.18.0": "0.18.1",
     "0.19.0": "0.19.1", "0.20.0": "0.20.1", "0.22.0": "0.22.1", "0.25.0": "0.25.1", "0.27.0": "0.27.1",
 }
