@@ -25,7 +25,6 @@ reference is timed, and the output says so. The policy is the one matching the i
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from collections.abc import Sequence
@@ -37,11 +36,12 @@ from benchmarks.harness import (
     TraceResult,
     compare_books,
     format_table,
-    json_trace_entries,
     measure,
     run_traces,
     timed_replay,
+    trace_entries,
 )
+from benchmarks.report import BlockManagerReport
 from benchmarks.traces import APPEND, FREE, OP_NAMES, PREEMPT, SCHEDULE, WORKLOADS, Trace, make_trace, reference_manager
 from conformance.changelog import policy_named
 from reference.blocks.policies import V1Policy
@@ -241,15 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, text in profiles.items():
         print(f"\n== cProfile {key} ==\n{text}")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(_json_report(results, labels, found, policy, args), handle, indent=2)
+        json_report(results, labels, found, policy, args).write(args.json)
     return 1 if any(r.problems for r in results) else 0
 
 
-def _json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, policy: V1Policy, args) -> dict:
-    return {"found": found, "policy": policy.name, "sides": list(labels), "repeats": args.repeats,
-            "requests": args.requests, "seed": args.seed, "python": platform.python_version(),
-            "traces": json_trace_entries(results, labels)}
+def json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, policy: V1Policy,
+                args) -> BlockManagerReport:
+    """The run's report, as ``--json`` writes it."""
+    return BlockManagerReport(found=found, policy=policy.name, sides=list(labels), repeats=args.repeats,
+                              requests=args.requests, seed=args.seed, python=platform.python_version(),
+                              traces=trace_entries(results, labels))
 
 
 if __name__ == "__main__":

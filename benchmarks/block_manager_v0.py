@@ -25,15 +25,15 @@ vLLM 0.10.2 is optional: without it only the reference is timed, and the output 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from benchmarks.harness import Diverged, TraceResult, format_table, json_trace_entries, run_traces
+from benchmarks.harness import Diverged, TraceResult, format_table, run_traces, trace_entries
 from benchmarks.harness import measure as harness_measure
+from benchmarks.report import BlockManagerReport
 from benchmarks.traces_v0 import (
     ALLOCATE,
     APPEND_SLOTS,
@@ -283,15 +283,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, text in profiles.items():
         print(f"\n== cProfile {key} ==\n{text}")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(_json_report(results, labels, found, args), handle, indent=2)
+        json_report(results, labels, found, args).write(args.json)
     return 1 if any(r.problems for r in results) else 0
 
 
-def _json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, args) -> dict:
-    return {"found": found, "sides": list(labels), "repeats": args.repeats, "requests": args.requests,
-            "seed": args.seed, "python": platform.python_version(),
-            "traces": json_trace_entries(results, labels, count_key="num_calls")}
+def json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, args) -> BlockManagerReport:
+    """The run's report, as ``--json`` writes it (a trace's count is its manager calls)."""
+    return BlockManagerReport(found=found, sides=list(labels), repeats=args.repeats, requests=args.requests,
+                              seed=args.seed, python=platform.python_version(),
+                              traces=trace_entries(results, labels), count_key="num_calls")
 
 
 if __name__ == "__main__":

@@ -22,15 +22,14 @@ a 10% reserve for activations.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.capacity_schemes import PagedScheme, ReservationScheme
+from benchmarks.report import CapacityOutcome, CapacityReport
 from benchmarks.workload import make_requests
 
 BYTES_PER_TOKEN = 2 * 40 * 5120 * 2  # K and V, 40 layers, hidden 5120, fp16: 819,200 bytes
@@ -40,19 +39,7 @@ KV_SLOTS = int((GPU_BYTES * 0.9 - WEIGHT_BYTES) // BYTES_PER_TOKEN)  # ~56,152 t
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # effective usage, %, Fig. 2
 
 
-@dataclass
-class Outcome:
-    scheme: str
-    effective_usage_pct: float
-    reserved_pct: float
-    mean_concurrency: float
-    max_concurrency: int
-    internal_fragmentation_pct: float
-    preemptions: int
-    steps: int
-
-
-def serve(requests, scheme, max_len: int) -> Outcome:
+def serve(requests, scheme, max_len: int) -> CapacityOutcome:
     """Serve ``requests`` under ``scheme``; return the saturated-period averages."""
     queue = deque(requests)
     running: list = []  # in admission order
@@ -93,7 +80,7 @@ def serve(requests, scheme, max_len: int) -> Outcome:
     def mean(xs: list[float]) -> float:
         return 100 * statistics.fmean(xs) if xs else 0.0
 
-    return Outcome(scheme.name, round(mean(usage), 1), round(mean(reserved), 1),
+    return CapacityOutcome(scheme.name, round(mean(usage), 1), round(mean(reserved), 1),
                    round(statistics.fmean(concurrency), 1) if concurrency else 0.0,
                    max(concurrency, default=0), round(mean(frag), 2), preemptions, steps)
 
@@ -186,10 +173,8 @@ def main(argv=None) -> int:
         for path in plots(outcomes, args.svg_dir):
             print(f"wrote {path}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"requests": args.requests, "workload": args.workload,
-                                         "max_len": args.max_len, "kv_slots": KV_SLOTS,
-                                         "outcomes": [asdict(o) for o in outcomes]}, indent=1) + "\n")
+        CapacityReport(requests=args.requests, workload=args.workload, max_len=args.max_len, kv_slots=KV_SLOTS,
+                       outcomes=list(outcomes)).write(args.json)
     return 0
 
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.report import Spread, TraceEntry
+
 if TYPE_CHECKING:
     from conformance.versions import Target
 
@@ -270,22 +272,19 @@ def align(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
-def json_trace_entries(results: Sequence[TraceResult], labels: Sequence[str], count_key: str = "num_ops") -> list[dict]:
-    """One JSON entry per trace: counts, CPU and wall seconds, throughput spreads and ratios,
-    and CPU seconds per op kind."""
-    traces = []
+def trace_entries(results: Sequence[TraceResult], labels: Sequence[str]) -> list[TraceEntry]:
+    """One report entry per trace (:class:`benchmarks.report.TraceEntry`): counts, CPU and wall
+    seconds, throughput spreads and ratios, and CPU seconds per op kind."""
+    entries = []
     for r in results:
-        entry: dict[str, Any] = {"name": r.name, count_key: r.num_ops, "counts": r.counts, "problems": r.problems,
-                                 "cpu_seconds": r.seconds, "wall_seconds": r.wall_seconds,
-                                 "op_cpu_seconds": r.op_seconds, "op_calls": r.op_calls, "ops_per_second": {}}
-        for label in labels:
-            if r.seconds.get(label):
-                entry["ops_per_second"][label] = spread(r.ops_per_second(label))
-        if len(labels) == 2 and not r.problems and all(r.seconds.get(label) for label in labels):
-            entry["ratio_reference_over_vllm"] = spread(ratios(r, *labels))
-            entry["ratio_best_over_best"] = best_ratio(r, *labels)
-        traces.append(entry)
-    return traces
+        paired = len(labels) == 2 and not r.problems and all(r.seconds.get(label) for label in labels)
+        entries.append(TraceEntry(
+            name=r.name, num_ops=r.num_ops, counts=r.counts, problems=r.problems, cpu_seconds=r.seconds,
+            wall_seconds=r.wall_seconds, op_cpu_seconds=r.op_seconds, op_calls=r.op_calls,
+            ops_per_second={label: Spread.of(r.ops_per_second(label)) for label in labels if r.seconds.get(label)},
+            ratio_reference_over_vllm=Spread.of(ratios(r, *labels)) if paired else None,
+            ratio_best_over_best=best_ratio(r, *labels) if paired else None))
+    return entries
 
 
 def run_traces(make, names: Sequence[str], sides: Sequence[Any], repeats: int, op_names: Mapping[int, str],

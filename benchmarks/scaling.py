@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import platform
 import random
 import statistics
@@ -33,12 +32,14 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from benchmarks import block_manager as v1_bench
 from benchmarks import block_manager_v0 as v0_bench
 from benchmarks.harness import Diverged, Run, TraceResult, align, measure, profile_side, replay
+from benchmarks.report import ScalingOp, ScalingPoint, ScalingReport
 from benchmarks.traces import FREE, SCHEDULE, VOCAB, Trace, Workload, record_trace, reference_manager
 from benchmarks.traces import OP_NAMES as V1_OP_NAMES
 from benchmarks.traces_v0 import OP_NAMES as V0_OP_NAMES
@@ -99,58 +100,53 @@ def per_call_us(result: TraceResult, label: str, op: str) -> float | None:
     return statistics.median(seconds) / calls * 1e6
 
 
-def op_entries(result: TraceResult, labels: Sequence[str], ops: Sequence[str]) -> dict[str, dict]:
+def op_entries(result: TraceResult, labels: Sequence[str], ops: Sequence[str]) -> dict[str, ScalingOp]:
     """Per op kind: timed calls per replay, microseconds per call on each side, their ratio."""
     out = {}
     for op in ops:
-        entry: dict[str, Any] = {"calls": result.op_calls[op]}
-        for label in labels:
-            entry[f"{label}_us"] = per_call_us(result, label, op)
-        if len(labels) == 2 and all(entry[f"{label}_us"] for label in labels):
-            entry["ratio_vllm_over_reference"] = entry["vllm_us"] / entry["reference_us"]
-        out[op] = entry
+        us = {label: v for label in labels if (v := per_call_us(result, label, op)) is not None}
+        paired = len(labels) == 2 and all(us.get(label) for label in labels)
+        out[op] = ScalingOp(result.op_calls[op], us, us["vllm"] / us["reference"] if paired else None)
     return out
 
 
 def context_entry(context: int, trace: Any, result: TraceResult, labels: Sequence[str],
-                  memory: dict[str, int], pool: int) -> dict:
-    ops = op_entries(result, labels, sorted(result.op_calls))
-    return {"context": context, "num_ops": len(trace.ops), "ops": ops, "problems": result.problems,
-            "peak_bytes": memory, "peak_bytes_per_block": {k: v / pool for k, v in memory.items()},
-            "cpu_seconds": result.seconds}
+                  memory: dict[str, int], pool: int) -> ScalingPoint:
+    return ScalingPoint(context=context, num_ops=len(trace.ops), ops=op_entries(result, labels, sorted(result.op_calls)),
+                        problems=list(result.problems), peak_bytes=memory,
+                        peak_bytes_per_block={k: v / pool for k, v in memory.items()}, cpu_seconds=result.seconds)
 
 
-def verdicts(entries: Sequence[dict]) -> list[str]:
+def verdicts(points: Sequence[ScalingPoint]) -> list[str]:
     """Where the targets are not met: a ratio below 1.0, or one falling as the context grows."""
     out = []
-    ops = sorted({op for e in entries for op, v in e["ops"].items() if "ratio_vllm_over_reference" in v})
+    ops = sorted({op for p in points for op, v in p.ops.items() if v.ratio_vllm_over_reference is not None})
     for op in ops:
-        series = [(e["context"], e["ops"][op].get("ratio_vllm_over_reference")) for e in entries
-                  if op in e["ops"]]
-        series = [(c, r) for c, r in series if r is not None]
-        for context, ratio in series:
+        series = [(p.context, p.ops[op].ratio_vllm_over_reference) for p in points if op in p.ops]
+        known = [(c, r) for c, r in series if r is not None]
+        for context, ratio in known:
             if ratio < 1.0:
                 out.append(f"{op} at {context} tokens: {ratio:.2f}x of vLLM (below 1.0)")
-        for (c0, r0), (c1, r1) in zip(series, series[1:]):
+        for (c0, r0), (c1, r1) in zip(known, known[1:]):
             if r1 < r0 * (1 - FALL_TOLERANCE):
                 out.append(f"{op}: ratio falls from {r0:.2f} at {c0} to {r1:.2f} at {c1} tokens")
     return out
 
 
-def format_entries(entries: Sequence[dict], labels: Sequence[str]) -> str:
+def format_entries(points: Sequence[ScalingPoint], labels: Sequence[str]) -> str:
     rows = [["context", "op", "calls"] + [f"{label} us/call" for label in labels]
             + (["vllm/ref"] if len(labels) == 2 else [])]
-    for e in entries:
-        for op, v in e["ops"].items():
-            row = [str(e["context"]), op, str(v["calls"])]
-            row += [f"{v[f'{label}_us']:.1f}" if v.get(f"{label}_us") else "-" for label in labels]
+    for p in points:
+        for name, v in p.ops.items():
+            row = [str(p.context), name, str(v.calls)]
+            row += [f"{v.us[label]:.1f}" if v.us.get(label) else "-" for label in labels]
             if len(labels) == 2:
-                ratio = v.get("ratio_vllm_over_reference")
+                ratio = v.ratio_vllm_over_reference
                 row.append(f"{ratio:.2f}" if ratio else "-")
             rows.append(row)
-        mem = e["peak_bytes_per_block"]
-        rows.append([str(e["context"]), "peak B/block", ""] + [f"{mem[label]:.0f}" if label in mem else "-"
-                                                                 for label in labels]
+        mem = p.peak_bytes_per_block
+        rows.append([str(p.context), "peak B/block", ""] + [f"{mem[label]:.0f}" if label in mem else "-"
+                                                              for label in labels]
                     + ([f"{mem['vllm'] / mem['reference']:.2f}"] if len(labels) == 2 and len(mem) == 2 else []))
     return align(rows)
 
@@ -353,13 +349,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             hit_trace = record_hit_trace(context, args.hits, policy_name, args.seed)
             with_hits = hit_sides(sides)
             hits = measure([(side, hit_trace) for side in with_hits], args.repeats, None, None, hit_op_kind)
-            entries[-1]["problems"] += hits.problems
-            if not hits.problems:
-                entries[-1]["ops"].update(op_entries(hits, labels, list(HIT_OP_NAMES.values())))
+            timed_apart = {} if hits.problems else op_entries(hits, labels, list(HIT_OP_NAMES.values()))
+            entries[-1] = replace(entries[-1], problems=entries[-1].problems + hits.problems,
+                                  ops={**entries[-1].ops, **timed_apart})
             if args.profile:
                 for side in with_hits:
                     profiles[f"{context}/full hits/{side.label}"] = profile_side(side, hit_trace)
-        problems = entries[-1]["problems"]
+        problems = entries[-1].problems
         status = "; ".join(problems) if problems else "same answers and books on every replay"
         print(f"  {context} tokens done ({time.perf_counter() - began:.0f} s): {status}", flush=True)
     print()
@@ -373,15 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, text in profiles.items():
         print(f"\n== cProfile {key} ==\n{text}")
     if args.json:
-        report = {"found": found, "generation": generation, "policy": policy_name, "sides": labels,
-                  "pool_blocks": args.pool, "block_size": BLOCK_SIZE, "seqs": args.seqs, "decode": args.decode,
-                  "chunk": args.chunk, "repeats": args.repeats, "seed": args.seed,
-                  "hits": args.hits if generation == "v1" else 0,
-                  "python": platform.python_version(), "contexts": entries, "targets_not_met": misses,
-                  "profiles": profiles}
-        with open(args.json, "w") as handle:
-            json.dump(report, handle, indent=2)
-    return 1 if any(e["problems"] for e in entries) else 0
+        ScalingReport(found=found, generation=generation, policy=policy_name, sides=labels, pool_blocks=args.pool,
+                      block_size=BLOCK_SIZE, seqs=args.seqs, decode=args.decode, chunk=args.chunk,
+                      repeats=args.repeats, seed=args.seed, hits=args.hits if generation == "v1" else 0,
+                      python=platform.python_version(), contexts=entries, targets_not_met=misses,
+                      profiles=profiles).write(args.json)
+    return 1 if any(e.problems for e in entries) else 0
 
 
 if __name__ == "__main__":

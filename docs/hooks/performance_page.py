@@ -12,20 +12,21 @@ The long-context scaling benchmark (``python -m benchmarks.scaling --json ...``,
 ratio at every context length, the peak memory per pool block, and a plot per operation of time
 per call against context length for both sides (inline SVG drawn here from the file's figures).
 
-A results file that is missing, or that cannot be read as a benchmark report, does not break the
-build: its section says "not measured yet" and gives the command that writes it. Importing this
-module reads nothing.
+The files are read through :mod:`benchmarks.report`, the module the benchmarks write them with
+(one dataclass per report kind, validated on reading). A results file that is missing, or that
+cannot be read as a benchmark report, does not break the build: its section says "not measured
+yet", names the defect and gives the command that writes it. Importing this module reads nothing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from benchmarks.report import BlockManagerReport, ReportError, ScalingReport, Spread
 from docs.hooks.page_markers import replace_marker, repo_root
 from upstream.releases import V0_RELEASE, V1_RELEASE
 
@@ -75,146 +76,6 @@ BENCHES = (
 )
 
 
-class ResultsError(ValueError):
-    """A results file is not a benchmark report the page can show."""
-
-
-Spread = tuple[float, float, float]  # min, median, max
-
-
-@dataclass(frozen=True)
-class TraceResult:
-    """One trace's figures, as the benchmark wrote them."""
-
-    name: str
-    num_ops: int
-    counts: dict[str, int]
-    problems: list[str]
-    ops_per_second: dict[str, Spread]  # side label -> spread over the repeats
-    ratio: Spread | None  # per-repeat reference/vLLM throughput ratio
-    best_over_best: float | None
-
-
-@dataclass(frozen=True)
-class Results:
-    """One benchmark run: its context and every trace it measured."""
-
-    source: str
-    found: str
-    policy: str | None
-    sides: list[str]
-    repeats: int
-    requests: int
-    seed: int
-    python: str
-    traces: list[TraceResult] = field(default_factory=list)
-
-
-# -- reading --------------------------------------------------------------------------------------
-def _number(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ResultsError(f"{what} is {value!r}, not a finite number")
-    return float(value)
-
-
-def _integer(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ResultsError(f"{what} is {value!r}, not an integer")
-    return value
-
-
-def _text(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise ResultsError(f"{what} is {value!r}, not a string")
-    return value
-
-
-def _spread(value: object, what: str) -> Spread:
-    if not isinstance(value, dict):
-        raise ResultsError(f"{what} is {value!r}, not a min/median/max object")
-    low, mid, high = (_number(value.get(k), f"{what}.{k}") for k in ("min", "median", "max"))
-    if not low <= mid <= high:
-        raise ResultsError(f"{what} has min {low} / median {mid} / max {high}, out of order")
-    return low, mid, high
-
-
-def _trace(raw: object, sides: list[str], where: str) -> TraceResult:
-    if not isinstance(raw, dict):
-        raise ResultsError(f"{where} is not an object")
-    name = _text(raw.get("name"), f"{where}.name")
-    where = f"trace {name!r}"
-    count_key = next((k for k in ("num_ops", "num_calls") if k in raw), None)  # V1: ops; V0: manager calls
-    if count_key is None:
-        raise ResultsError(f"{where} has neither num_ops nor num_calls")
-    num_ops = _integer(raw.get(count_key), f"{where}.{count_key}")
-    counts = raw.get("counts", {})
-    if not isinstance(counts, dict):
-        raise ResultsError(f"{where}.counts is not an object")
-    counts = {_text(k, f"{where}.counts key"): _integer(v, f"{where}.counts[{k}]") for k, v in counts.items()}
-    problems = raw.get("problems", [])
-    if not isinstance(problems, list):
-        raise ResultsError(f"{where}.problems is not a list")
-    problems = [_text(p, f"{where}.problems entry") for p in problems]
-    speeds = raw.get("ops_per_second", {})
-    if not isinstance(speeds, dict):
-        raise ResultsError(f"{where}.ops_per_second is not an object")
-    unknown = sorted(set(speeds) - set(sides))
-    if unknown:
-        raise ResultsError(f"{where}.ops_per_second names sides {unknown} that 'sides' does not list")
-    ops_per_second = {label: _spread(speeds[label], f"{where}.ops_per_second.{label}")
-                      for label in sides if label in speeds}
-    ratio = raw.get("ratio_reference_over_vllm")
-    best = raw.get("ratio_best_over_best")
-    return TraceResult(
-        name, num_ops, counts, problems, ops_per_second,
-        None if ratio is None else _spread(ratio, f"{where}.ratio_reference_over_vllm"),
-        None if best is None else _number(best, f"{where}.ratio_best_over_best"),
-    )
-
-
-def _load(path: Path) -> dict:
-    """A results file's JSON object; ResultsError naming the file when it is not readable."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ResultsError(f"{path.name}: not readable JSON: {err}") from None
-    return raw
-
-
-def _sides(raw: object) -> list[str]:
-    """The side labels of a results object (ResultsError when it is not an object with them)."""
-    if not isinstance(raw, dict):
-        raise ResultsError("the top level is not an object")
-    sides = raw.get("sides")
-    if not isinstance(sides, list) or not sides or not all(isinstance(s, str) for s in sides):
-        raise ResultsError(f"'sides' is {sides!r}, not a non-empty list of side labels")
-    return sides
-
-
-def read_results(path: Path) -> Results:
-    """Parse one results file; raise :class:`ResultsError` naming the file and the defect."""
-    raw = _load(path)
-    try:
-        sides = _sides(raw)
-        traces = raw.get("traces")
-        if not isinstance(traces, list) or not traces:
-            raise ResultsError("it lists no traces")
-        policy = raw.get("policy")
-        return Results(
-            source=path.name,
-            found=_text(raw.get("found"), "'found'"),
-            policy=None if policy is None else _text(policy, "'policy'"),
-            sides=list(sides),
-            repeats=_integer(raw.get("repeats"), "'repeats'"),
-            requests=_integer(raw.get("requests"), "'requests'"),
-            seed=_integer(raw.get("seed"), "'seed'"),
-            python=_text(raw.get("python"), "'python'"),
-            traces=[_trace(t, sides, f"traces[{i}]") for i, t in enumerate(traces)],
-        )
-    except ResultsError as err:
-        raise ResultsError(f"{path.name}: not a benchmark report: {err}") from None
-
-
 # -- rendering ------------------------------------------------------------------------------------
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -225,18 +86,18 @@ def _side(label: str) -> str:
 
 
 def _kops(spread: Spread | None) -> str:
-    return " / ".join(f"{v / 1e3:.1f}" for v in spread) if spread else "—"
+    return " / ".join(f"{v / 1e3:.1f}" for v in (spread.min, spread.median, spread.max)) if spread else "—"
 
 
 def _ratio(spread: Spread | None) -> str:
-    return " / ".join(f"{v:.2f}" for v in spread) if spread else "—"
+    return " / ".join(f"{v:.2f}" for v in (spread.min, spread.median, spread.max)) if spread else "—"
 
 
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" if line else "" for line in text.splitlines())
 
 
-def results_table(results: Results, unit: str = "ops") -> str:
+def results_table(results: BlockManagerReport, unit: str = "ops") -> str:
     """A Markdown table with one row per trace, in the file's order: ops, each side's kops/s
     (min / median / max over the repeats), and with two sides the reference/vLLM throughput
     ratio (min / median / max of the per-repeat ratios) and the ratio of the two best replays."""
@@ -252,13 +113,14 @@ def results_table(results: Results, unit: str = "ops") -> str:
     for t in results.traces:
         cells = [f"`{_cell(t.name)}`", f"{t.num_ops:,}"] + [_kops(t.ops_per_second.get(s)) for s in results.sides]
         if paired:
-            cells += [_ratio(t.ratio), "—" if t.best_over_best is None else f"{t.best_over_best:.2f}"]
+            best = t.ratio_best_over_best
+            cells += [_ratio(t.ratio_reference_over_vllm), "—" if best is None else f"{best:.2f}"]
         cells.append("**differed**" if t.problems else "same on every replay")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
-def context_line(results: Results, bench: Bench) -> str:
+def context_line(results: BlockManagerReport, bench: Bench) -> str:
     """What the run found and how it was run, as the file records it."""
     policy = f" Reference policy `{_cell(results.policy)}`;" if results.policy else ""
     return (f"*{_cell(results.found)}.{policy} {results.requests:,} requests per trace, "
@@ -282,8 +144,8 @@ def bench_markdown(bench: Bench, root: Path) -> str:
         out.append(not_measured(bench, f"there is no results file `{bench.path}`"))
         return "\n".join(out)
     try:
-        results = read_results(path)
-    except ResultsError as err:
+        results = BlockManagerReport.read(path)
+    except ReportError as err:
         log.info("performance page: %s", err)
         out.append(not_measured(bench, f"`{bench.path}` cannot be read ({_cell(err)})"))
         return "\n".join(out)
@@ -361,102 +223,11 @@ SCALING = (
 )
 
 
-@dataclass(frozen=True)
-class ScalingOp:
-    calls: int
-    us: dict[str, float]  # side label -> microseconds per call
-    ratio: float | None  # vLLM time / reference time
-
-
-@dataclass(frozen=True)
-class ScalingPoint:
-    context: int
-    ops: dict[str, ScalingOp]
-    bytes_per_block: dict[str, float]
-    problems: list[str]
-
-
-@dataclass(frozen=True)
-class Scaling:
-    source: str
-    found: str
-    generation: str
-    sides: list[str]
-    pool_blocks: int
-    seqs: int
-    decode: int
-    chunk: int
-    repeats: int
-    python: str
-    points: list[ScalingPoint]
-    not_met: list[str]
-    profiles: dict[str, str] = field(default_factory=dict)  # "context/side" -> cProfile text
-
-
-def _scaling_point(raw: object, sides: list[str], where: str) -> ScalingPoint:
-    if not isinstance(raw, dict):
-        raise ResultsError(f"{where} is not an object")
-    context = _integer(raw.get("context"), f"{where}.context")
-    where = f"context {context}"
-    ops_raw = raw.get("ops")
-    if not isinstance(ops_raw, dict) or not ops_raw:
-        raise ResultsError(f"{where}.ops is not a non-empty object")
-    ops = {}
-    for name, value in ops_raw.items():
-        if not isinstance(value, dict):
-            raise ResultsError(f"{where}.ops.{name} is not an object")
-        us = {label: _number(value[f"{label}_us"], f"{where}.ops.{name}.{label}_us")
-              for label in sides if value.get(f"{label}_us") is not None}
-        ratio = value.get("ratio_vllm_over_reference")
-        ops[_text(name, f"{where}.ops key")] = ScalingOp(
-            _integer(value.get("calls"), f"{where}.ops.{name}.calls"), us,
-            None if ratio is None else _number(ratio, f"{where}.ops.{name}.ratio_vllm_over_reference"))
-    memory = raw.get("peak_bytes_per_block", {})
-    if not isinstance(memory, dict):
-        raise ResultsError(f"{where}.peak_bytes_per_block is not an object")
-    problems = raw.get("problems", [])
-    if not isinstance(problems, list):
-        raise ResultsError(f"{where}.problems is not a list")
-    return ScalingPoint(context, ops, {k: _number(v, f"{where}.peak_bytes_per_block.{k}") for k, v in memory.items()},
-                        [_text(p, f"{where}.problems entry") for p in problems])
-
-
-def _profiles(raw: object) -> dict[str, str]:
-    if not isinstance(raw, dict):
-        raise ResultsError("'profiles' is not an object")
-    return {_text(k, "'profiles' key"): _text(v, f"profile {k}") for k, v in raw.items()}
-
-
-def read_scaling(path: Path) -> Scaling:
-    """Parse one scaling results file; raise :class:`ResultsError` naming the file and the defect."""
-    raw = _load(path)
-    try:
-        sides = _sides(raw)
-        contexts = raw.get("contexts")
-        if not isinstance(contexts, list) or not contexts:
-            raise ResultsError("it lists no contexts")
-        not_met = raw.get("targets_not_met", [])
-        if not isinstance(not_met, list):
-            raise ResultsError("'targets_not_met' is not a list")
-        return Scaling(
-            source=path.name, found=_text(raw.get("found"), "'found'"),
-            generation=_text(raw.get("generation"), "'generation'"), sides=list(sides),
-            pool_blocks=_integer(raw.get("pool_blocks"), "'pool_blocks'"), seqs=_integer(raw.get("seqs"), "'seqs'"),
-            decode=_integer(raw.get("decode"), "'decode'"), chunk=_integer(raw.get("chunk"), "'chunk'"),
-            repeats=_integer(raw.get("repeats"), "'repeats'"), python=_text(raw.get("python"), "'python'"),
-            points=[_scaling_point(c, list(sides), f"contexts[{i}]") for i, c in enumerate(contexts)],
-            not_met=[_text(m, "'targets_not_met' entry") for m in not_met],
-            profiles=_profiles(raw.get("profiles", {})),
-        )
-    except ResultsError as err:
-        raise ResultsError(f"{path.name}: not a scaling report: {err}") from None
-
-
 def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
 
 
-def scaling_table(results: Scaling) -> str:
+def scaling_table(results: ScalingReport) -> str:
     """One row per operation and context: calls, microseconds per call on each side, the ratio."""
     paired = len(results.sides) == 2
     head = ["operation", "context", "calls"] + [f"{_side(s)} µs/call" for s in results.sides]
@@ -465,26 +236,27 @@ def scaling_table(results: Scaling) -> str:
         head.append(f"{_side(results.sides[1])} time / {_side(results.sides[0])} time")
         align.append("---:")
     rows = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
-    names = sorted({name for p in results.points for name in p.ops})
+    names = sorted({name for p in results.contexts for name in p.ops})
     for name in names:
-        for p in results.points:
+        for p in results.contexts:
             op = p.ops.get(name)
             if op is None:
                 continue
             cells = [f"`{_cell(name)}`", _tokens(p.context), f"{op.calls:,}"]
             cells += [f"{op.us[s]:,.1f}" if s in op.us else "—" for s in results.sides]
             if paired:
-                cells.append("—" if op.ratio is None else (f"**{op.ratio:.2f}**" if op.ratio < 1 else f"{op.ratio:.2f}"))
+                ratio = op.ratio_vllm_over_reference
+                cells.append("—" if ratio is None else (f"**{ratio:.2f}**" if ratio < 1 else f"{ratio:.2f}"))
             rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
-def memory_table(results: Scaling) -> str:
+def memory_table(results: ScalingReport) -> str:
     head = ["context"] + [f"{_side(s)} bytes per pool block" for s in results.sides]
     rows = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---:"] * len(head)) + " |"]
-    for p in results.points:
+    for p in results.contexts:
         rows.append("| " + " | ".join([_tokens(p.context)] + [
-            f"{p.bytes_per_block[s]:,.0f}" if s in p.bytes_per_block else "—" for s in results.sides]) + " |")
+            f"{p.peak_bytes_per_block[s]:,.0f}" if s in p.peak_bytes_per_block else "—" for s in results.sides]) + " |")
     return "\n".join(rows)
 
 
@@ -492,9 +264,9 @@ SIDE_STYLES = {"reference": ("#1f77b4", ""), "vllm": ("#d62728", "6 4")}
 PLOT_W, PLOT_H, MARGIN_L, MARGIN_R, MARGIN_T, MARGIN_B = 300, 200, 52, 12, 24, 34
 
 
-def scaling_plot(name: str, results: Scaling) -> str:
+def scaling_plot(name: str, results: ScalingReport) -> str:
     """An inline SVG: microseconds per call against context length (both log scales), one line per side."""
-    series = {s: [(p.context, p.ops[name].us[s]) for p in results.points if name in p.ops and s in p.ops[name].us]
+    series = {s: [(p.context, p.ops[name].us[s]) for p in results.contexts if name in p.ops and s in p.ops[name].us]
               for s in results.sides}
     values = [v for points in series.values() for _, v in points if v > 0]
     contexts = sorted({c for points in series.values() for c, _ in points})
@@ -551,8 +323,8 @@ def scaling_section(bench: ScalingBench, root: Path) -> str:
         out.append(not_measured(bench, f"there is no results file `{bench.path}`"))  # type: ignore[arg-type]  # not_measured reads only the fields a ScalingBench has too
         return "\n".join(out)
     try:
-        results = read_scaling(path)
-    except ResultsError as err:
+        results = ScalingReport.read(path)
+    except ReportError as err:
         log.info("performance page: %s", err)
         out.append(not_measured(bench, f"`{bench.path}` cannot be read ({_cell(err)})"))  # type: ignore[arg-type]  # not_measured reads only the fields a ScalingBench has too
         return "\n".join(out)
@@ -564,21 +336,21 @@ def scaling_section(bench: ScalingBench, root: Path) -> str:
                f"context length, prefilled {results.chunk:,} tokens a step, then {results.decode} decode steps "
                f"each, then freed; a pool of {results.pool_blocks:,} blocks; median of {results.repeats} repeats; "
                f"Python {_cell(results.python)}; from `{bench.path}`.*\n")
-    names = sorted({name for p in results.points for name in p.ops})
+    names = sorted({name for p in results.contexts for name in p.ops})
     plots = [scaling_plot(name, results) for name in names]
     out.append('<div class="scaling-plots" style="display: flex; flex-wrap: wrap; gap: 8px">'
                + "".join(plots) + "</div>\n")
     out.append(scaling_table(results) + "\n")
     out.append(memory_table(results) + "\n")
-    broken = [p for p in results.points if p.problems]
+    broken = [p for p in results.contexts if p.problems]
     if broken:
         lines = "\n".join(f"- {_tokens(p.context)}: {_cell('; '.join(p.problems))}" for p in broken)
         out.append('!!! failure "Replays disagreed"\n' + _indent(lines) + "\n")
-    if results.not_met:
+    if results.targets_not_met:
         out.append('!!! note "Targets not met in this run"\n' + _indent(
             "Every operation at least 1.0x vLLM's speed at every size, and no ratio falling as the size grows "
             "(a fall of more than 10% from one size to the next counts):\n\n"
-            + "\n".join(f"- {_cell(m)}" for m in results.not_met)) + "\n")
+            + "\n".join(f"- {_cell(m)}" for m in results.targets_not_met)) + "\n")
     elif len(results.sides) == 2:
         out.append("Targets met in this run: every operation at least 1.0x vLLM's speed at every size, "
                    "no ratio falling by more than 10% from one size to the next.\n")

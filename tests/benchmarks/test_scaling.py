@@ -13,6 +13,7 @@ from benchmarks import scaling
 from benchmarks.block_manager import ReferenceSide
 from benchmarks.block_manager_v0 import ReferenceV0Side
 from benchmarks.harness import Run, measure, replay
+from benchmarks.report import ScalingOp, ScalingPoint
 from benchmarks.traces import APPEND, FREE, SCHEDULE
 from benchmarks.traces_v0 import ALLOCATE
 from benchmarks.traces_v0 import FREE as V0_FREE
@@ -61,7 +62,7 @@ def test_verdicts_name_every_ratio_below_one_and_every_fall():
     """Catches: a summary that says the targets are met while an operation is slower than vLLM at
     some size, or its ratio drops as the context grows."""
     def entry(context, ratios):
-        return {"context": context, "ops": {op: {"ratio_vllm_over_reference": r} for op, r in ratios.items()}}
+        return ScalingPoint(context, {op: ScalingOp(1, {}, r) for op, r in ratios.items()})
 
     entries = [entry(4096, {"free": 1.5, "append": 1.2}), entry(131072, {"free": 0.9, "append": 1.19})]
     out = scaling.verdicts(entries)

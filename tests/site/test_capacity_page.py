@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
+from benchmarks.report import CapacityReport
 from docs.hooks import capacity_page
 
 # The repository's own build configuration: the hook reads its data from the folder of mkdocs.yml.
@@ -25,7 +26,7 @@ def test_table_has_every_scheme_and_the_concurrency_ratio():
     data = {"requests": 5, "workload": "sharegpt", "max_len": 64, "kv_slots": 1000,
             "outcomes": [outcome("max", 20.0, 10.0), outcome("oracle", 50.0, 20.0),
                          outcome("paged-16", 97.0, 40.0)]}
-    table = capacity_page.capacity_table(data)
+    table = capacity_page.capacity_table(CapacityReport.from_json(data))
     for scheme in ("max", "oracle", "paged-16"):
         assert f"| {scheme} |" in table
     assert "4.0x max" in table and "2.0x oracle" in table

@@ -13,16 +13,9 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
+from benchmarks.report import BlockManagerReport, ReportError, ScalingReport
 from docs.hooks import performance_page as perf
-from docs.hooks.performance_page import (
-    BENCHES,
-    SCALING,
-    ResultsError,
-    read_results,
-    read_scaling,
-    results_markdown,
-    scaling_markdown,
-)
+from docs.hooks.performance_page import BENCHES, SCALING, results_markdown, scaling_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 V1_033, V1_0102, V0_0102 = BENCHES
@@ -109,11 +102,11 @@ def test_the_benchmarks_own_json_writers_render_as_they_computed(tmp_path):
                             wall_seconds={"reference": [1.0] * 3, "vllm": [1.0] * 3})
     args = SimpleNamespace(repeats=3, requests=99, seed=5)
     found = "vLLM 0.10.2 installed: reference (policy v0.10.2) vs vLLM"
-    write(tmp_path, V1_0102, v1._json_report([result], ["reference", "vllm"], found,
-                                             SimpleNamespace(name="v0.10.2"), args))
+    write(tmp_path, V1_0102, v1.json_report([result], ["reference", "vllm"], found,
+                                            SimpleNamespace(name="v0.10.2"), args).to_json())
     v0_found = "vLLM 0.10.2 installed: reference V0 manager vs SelfAttnBlockSpaceManager"
     result.counts = {"allocate": 10, "step": 77}
-    write(tmp_path, V0_0102, v0._json_report([result], ["reference", "vllm"], v0_found, args))
+    write(tmp_path, V0_0102, v0.json_report([result], ["reference", "vllm"], v0_found, args).to_json())
     md = results_markdown(tmp_path)
     expected_ratio = harness.spread(harness.ratios(result, "reference", "vllm"))
     for bench in (V1_0102, V0_0102):
@@ -165,8 +158,8 @@ def test_unreadable_files_are_named_and_render_as_not_measured(tmp_path, content
     """Catches: a corrupt or truncated results file either crashing the build or being rendered
     as a plausible-looking but wrong table; the page must say what is wrong and how to rerun."""
     path = write(tmp_path, V1_033, content)
-    with pytest.raises(ResultsError, match=problem) as err:
-        read_results(path)
+    with pytest.raises(ReportError, match=problem) as err:
+        BlockManagerReport.read(path)
     assert path.name in str(err.value)
     part = section(results_markdown(tmp_path), V1_033)
     assert '!!! warning "Not measured yet"' in part and "cannot be read" in part
@@ -281,9 +274,9 @@ def test_the_scaling_benchmarks_json_renders(tmp_path):
     out = tmp_path / "s.json"
     assert scaling.main(["--contexts", "256,512", "--pool", "200", "--seqs", "2", "--decode", "3",
                          "--chunk", "128", "--repeats", "1", "--generation", "v1", "--json", str(out)]) == 0
-    data = read_scaling(out)
-    assert [p.context for p in data.points] == [256, 512]
-    assert {"schedule_prefill", "schedule_decode", "append", "free"} <= set(data.points[0].ops)
+    data = ScalingReport.read(out)
+    assert [p.context for p in data.contexts] == [256, 512]
+    assert {"schedule_prefill", "schedule_decode", "append", "free"} <= set(data.contexts[0].ops)
     write(tmp_path, SCALING_033, out.read_text())
     assert "<svg" in scaling_markdown(tmp_path)
 
@@ -293,6 +286,6 @@ def test_a_broken_scaling_file_says_not_measured(tmp_path):
     broken = scaling_report()
     broken["contexts"][0]["ops"]["free"]["calls"] = "four"
     write(tmp_path, SCALING_033, broken)
-    with pytest.raises(ResultsError, match="calls"):
-        read_scaling(tmp_path / SCALING_033.path)
+    with pytest.raises(ReportError, match="calls"):
+        ScalingReport.read(tmp_path / SCALING_033.path)
     assert "cannot be read" in scaling_markdown(tmp_path)
