@@ -9,9 +9,10 @@ reference or the harness (asked of git at build time; "unknown" without git), an
 entries first seen at that release; then each release's details; then the change log itself (the
 first release of each change, what changed, why, the upstream lines and the annotation notes that
 discuss it). Verdict marks are inline SVG (Material Design icons from mkdocs-material), so they
-render without an emoji font. A second marker renders the V0 liveness measured by the annotations'
-reach probe (``annotations/reach-probe-0.10.2.json``): which V0 mechanisms the 0.10.2 engine
-actually ran, per configuration.
+render without an emoji font. A second marker renders the V0 liveness per release measured by the
+annotations' reach probe (``annotations/v0-liveness.json``, read by ``annotations.liveness``):
+per release and configuration, what the V0 engine step reached (preemptions, forks, copies, swaps,
+how the run ended), then where a mechanism starts or stops being reached.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ from mkdocs.structure.pages import Page
 
 from docs.hooks.marks import icon_symbols, mark
 from docs.hooks.page_markers import replace_marker, repo_root
-from upstream.releases import V0_RELEASE
 
 PAGE = "releases.md"
 MARKER = "RELEASE-MATRIX"
 MATRIX = Path("conformance") / "reports" / "matrix.json"
 LIVENESS_MARKER = "V0-LIVENESS"
-PROBE = Path("annotations") / f"reach-probe-{V0_RELEASE}.json"
+LIVENESS = Path("annotations") / "v0-liveness.json"
 WORD = {"passed": "passed", "failed": "failed", "not_applicable": "not applicable"}
 # Property groups, most informative first: (title, column heading, which property names belong to it).
 GROUPS = (
@@ -325,25 +325,55 @@ def matrix_markdown(releases: dict[str, dict], changes: list[tuple[type, object]
     return "\n".join(out) + "\n"
 
 
-def _ending(run: dict) -> str:
-    if run.get("error"):
-        return run["error"]
-    left = run.get("unfinished_after", 0)
-    return f"{left} requests unfinished" if left else "all requests done"
+def liveness_markdown(releases: dict[str, dict]) -> str:
+    """Per release and probe configuration, what the V0 engine's run reached (from the liveness
+    report, releases oldest first as ``annotations.liveness.read`` gives them); then each release's
+    run (date, project commit, hash of the files that decide the run, how its environment was
+    built); then, per release, the mechanisms that start or stop being reached there."""
+    from annotations.liveness import COLUMNS, changes, ended
 
-
-def liveness_markdown(probe: dict) -> str:
-    """One row per probe configuration: what the V0 engine's run exercised (from the probe's JSON)."""
-    out = [f"Measured by `{probe['command']}` on vLLM {probe['vllm_version']} ({probe['driver']}).\n",
-           "| Configuration | Settings | Steps | Preemptions | Requests with n > 1 | Largest sequence group added "
-           "| Blocks swapped out | Blocks copied (copy-on-write) | Ended |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, config in probe["configs"].items():
-        run = config["run"]
-        out.append(f"| {name} | {', '.join(config['settings'])} | {run['steps']} | {run['preempted']} | "
-                   f"{run['parallel_sample_requests']} | {run['largest_group_added']} | "
-                   f"{run['blocks_swapped_out']} | {run['blocks_copied']} | "
-                   f"{_cell(_ending(run))} |")
+    if not releases:
+        return ('!!! note "No liveness measured yet"\n    `python -m annotations.reach_probe --liveness` '
+                "inside a V0 release's environment files it.\n")
+    out = ["| Release | Configuration | " + " | ".join(h for _, h in COLUMNS) + " | Ended |",
+           "| --- | --- | " + " | ".join("---:" for _ in COLUMNS) + " | --- |"]
+    for version, entry in releases.items():
+        if entry.get("build_error"):
+            error = entry["build_error"]
+            out.append(f"| {version} | not built | " + " | ".join("" for _ in COLUMNS)
+                       + f" | {_cell(error.get('step', ''))}: {_cell(error.get('pip', ''))[-200:]} |")
+            continue
+        for index, (name, config) in enumerate(entry["configs"].items()):
+            first = f"**{version}**" if index == 0 else ""
+            if "not_run" in config:
+                out.append(f"| {first} | {name} | " + " | ".join("—" for _ in COLUMNS)
+                           + f" | not run: {_cell(config['not_run'])} |")
+                continue
+            run = config["run"]
+            out.append(f"| {first} | {name} | " + " | ".join(str(run[k]) for k, _ in COLUMNS)
+                       + f" | {_cell(ended(run))} |")
+    configs = next((e["configs"] for e in reversed(releases.values()) if e.get("configs")), {})
+    out.append("\nConfigurations: " + "; ".join(f"{name}: {', '.join(c['settings'])}" for name, c in configs.items())
+               + ". Runs:\n")
+    for version, entry in releases.items():
+        project = entry.get("project") or {}
+        commit = (project.get("commit") or "no commit")[:10] + (" with uncommitted harness changes"
+                                                                  if project.get("dirty") else "")
+        env = entry.get("environment") or {}
+        note = f"; environment: {_cell(env['note'])}" if env.get("note") else ""
+        digest = f", files sha256 `{entry['files_sha256'][:12]}`" if entry.get("files_sha256") else ""
+        out.append(f"- {version}: `{entry['command']}` on {entry.get('date', '?')} at {commit}{digest}{note}")
+    found = changes(releases)
+    if found:
+        out.append("\nWhere a mechanism starts or stops being reached (against the previous release measured):\n")
+        by_release: dict[tuple[str, str], dict[tuple[str, bool], list[str]]] = {}
+        for change in found:
+            by_release.setdefault((change.before, change.at), {}).setdefault((change.fact, change.now),
+                                                                              []).append(change.config)
+        for (before, at), facts in by_release.items():
+            said = "; ".join(f"{'' if now else 'no longer '}{fact} ({', '.join(names)})"
+                             for (fact, now), names in facts.items())
+            out.append(f"- **{at}** (after {before}): {said}.")
     return "\n".join(out) + "\n"
 
 
@@ -359,9 +389,11 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     fresh = freshness(releases, root, harness_paths(root / MATRIX))
     markdown_text = replace_marker(markdown_text, MARKER, matrix_markdown(releases, change_log(), fresh), PAGE)
     if LIVENESS_MARKER in markdown_text:
+        from annotations.liveness import LivenessError, read
+
         try:
-            probe = json.loads((root / PROBE).read_text())
-        except (OSError, ValueError) as err:
-            raise PluginError(f"releases page: cannot read {PROBE}: {err}") from None
-        markdown_text = markdown_text.replace(LIVENESS_MARKER, liveness_markdown(probe))
+            liveness = read(root / LIVENESS)["releases"]
+        except LivenessError as err:
+            raise PluginError(f"releases page: {err}") from None
+        markdown_text = markdown_text.replace(LIVENESS_MARKER, liveness_markdown(liveness))
     return markdown_text
