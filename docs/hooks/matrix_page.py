@@ -370,7 +370,7 @@ def liveness_markdown(releases: dict[str, dict]) -> str:
         for change in found:
             by_release.setdefault((change.before, change.at), {}).setdefault((change.fact, change.now),
                                                                               []).append(change.config)
-        for (before, at), facts in by_release.items():
+        for (before, at), facts in sorted(by_release.items(), key=lambda item: release_key(item[0][1])):
             said = "; ".join(f"{'' if now else 'no longer '}{fact} ({', '.join(names)})"
                              for (fact, now), names in facts.items())
             out.append(f"- **{at}** (after {before}): {said}.")

@@ -308,6 +308,26 @@ def test_every_measured_liveness_change_is_explained_on_the_page() -> None:
         assert f"**{change.at}**" in section, f"the liveness prose does not explain {change}"
 
 
+def test_liveness_changes_are_listed_oldest_release_first() -> None:
+    """Catches: the list of measured changes ordered by configuration instead of by release
+    (0.7.0's change shown before 0.6.5's), which reads as a history that goes backwards."""
+    from docs.hooks.matrix_page import liveness_markdown
+
+    run = {"steps": 5, "preempted": 1, "parallel_sample_requests": 0, "largest_group_added": 1,
+           "largest_group_seen": 1, "forked_sequences": 0, "blocks_copied": 0, "blocks_swapped_out": 0,
+           "unfinished_after": 0}
+    failed = {**run, "error": "AssertionError"}
+
+    def entry(release: str, a: dict, b: dict) -> dict:  # "a" breaks at 0.7.0, "b" only at 0.6.5
+        return {"release": release, "command": "probe",
+                "configs": {"a": {"settings": [], "run": a}, "b": {"settings": [], "run": b}}}
+
+    md = liveness_markdown({"0.6.4": entry("0.6.4", run, run), "0.6.5": entry("0.6.5", run, failed),
+                            "0.7.0": entry("0.7.0", failed, run)})
+    listed = [line for line in md.splitlines() if line.startswith("- **")]
+    assert [line.split("**")[1] for line in listed] == ["0.6.5", "0.7.0"]
+
+
 def test_a_release_lists_the_differences_that_are_not_fields():
     """Catches: 0.34.0's out-of-scope differences (the per-request hit limit, evict_first frees, ...)
     recorded in the change log but never shown beside its verdicts, so a reader of the releases
