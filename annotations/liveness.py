@@ -99,8 +99,10 @@ def check_entry(version: str, entry: object, where: str = "") -> None:
                 raise LivenessError(f"{at} {name}: run has no whole number {key!r}")
 
 
-def read(path: Path = REPORT) -> dict:
-    """The liveness file (empty if there is none), releases oldest first; LivenessError if malformed."""
+def read(path: Path | None = None) -> dict:
+    """The liveness file (default :data:`REPORT`, looked up at the call), empty if there is none,
+    releases oldest first; LivenessError if malformed."""
+    path = path or REPORT
     if not path.exists():
         return empty()
     try:
@@ -124,8 +126,10 @@ def write(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def file_entry(entry: dict, path: Path = REPORT) -> dict:
-    """File ``entry`` under its release (replacing an older one) and write the file."""
+def file_entry(entry: dict, path: Path | None = None) -> dict:
+    """File ``entry`` under its release (replacing an older one) and write the file (default
+    :data:`REPORT`, looked up at the call)."""
+    path = path or REPORT
     version = entry.get("release") if isinstance(entry, dict) else None
     if not isinstance(version, str):
         raise LivenessError("an entry names no release")

@@ -218,3 +218,19 @@ def test_liveness_only_files_a_build_error_and_writes_no_matrix(vm, monkeypatch)
     assert filed["build_error"] == error and "configs" not in filed
     with pytest.raises(SystemExit):
         vm.main(["--liveness-only", "--shard", "1/2", "0.6.4"])
+
+
+def test_merge_files_each_shards_liveness_and_refuses_two_stories(vm, tmp_path):
+    """Catches: V0 liveness measured by shards on other machines lost at --merge (only matrix.json
+    merged), or two shards' different results for one release silently resolved by file order."""
+    shards = []
+    for k, release in ((1, "0.6.4"), (2, "0.7.0")):
+        shard = tmp_path / f"matrix-shard-{k}-of-2.json"
+        shard.write_text(json.dumps({"releases": {}}))
+        liveness.file_entry(entry(release, default=run()), vm.liveness_file(shard))
+        shards.append(shard)
+    assert vm.main(["--merge", *map(str, shards)]) == 0
+    assert list(liveness.read(liveness.REPORT)["releases"]) == ["0.6.4", "0.7.0"]
+    liveness.file_entry(entry("0.6.4", default=run(preempted=5)), vm.liveness_file(shards[1]))
+    with pytest.raises(SystemExit, match="different V0 liveness for vLLM 0.6.4"):
+        vm.main(["--merge", *map(str, shards)])
