@@ -342,7 +342,7 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "hybrid_needs_distinct_specs", "0.29.0", False,
         "several KV-cache groups of one spec are accepted with prefix caching on.",
         "the coordinator now only asserts that there is at least one attention group "
-        "(kv_cache_coordinator.py:703), so a single spec split over several groups is one "
+        "(v0.29.0 kv_cache_coordinator.py:703), so a single spec split over several groups is one "
         "attention group like any other.",
         "v0.29.0 vllm/v1/core/kv_cache_coordinator.py:703-705 (at least one attention group); "
         "before: v0.28.0 vllm/v1/core/kv_cache_coordinator.py:682-684",

@@ -110,7 +110,7 @@ class KernelApi:
     # The smallest KV block size the release's kernels can be built with. 16 where the release's
     # pinned Triton (3.2, with torch 2.6: vLLM 0.8.x) asserts that both operands of ``tl.dot``
     # have every dimension >= 16, and kernel_paged_attention_2d's ``tl.dot(Q, K)`` has the block
-    # size as its N (chunked_prefill_paged_decode.py:159 at v0.8.5.post1): block size 8 cannot
+    # size as its N (v0.8.5.post1 chunked_prefill_paged_decode.py:159): block size 8 cannot
     # compile there, on a GPU or under the interpreter.
     min_block_size: int
     # ``triton_reshape_and_cache_flash`` also writes the classic head-major 5-D cache (its

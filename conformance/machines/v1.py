@@ -209,8 +209,8 @@ class V1Machine(LockstepMachine):
 
         Before 0.10.1 the manager hashes a request at its first lookup and then only as blocks
         are cached, so a request holding full blocks that were never computed has a hash list
-        shorter than its full blocks. A lone sliding-window group's hit search (v0.9.2
-        single_type_kv_cache_manager.py:333-341) indexes ``block_hashes[i]`` for every block up to
+        shorter than its full blocks. A lone sliding-window group's hit search
+        (v0.9.2 single_type_kv_cache_manager.py:333-341) indexes ``block_hashes[i]`` for every block up to
         ``num_tokens - 1`` and raises IndexError there; full attention stops at the list's end,
         and a hybrid layout bounds the window search by the full-attention hit. The scheduler
         only looks up waiting requests, whose uncomputed tail is one token unless a step accepted

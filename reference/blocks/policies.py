@@ -121,8 +121,7 @@ class V1Policy:
     #   v0.10.2 vllm/v1/core/kv_cache_coordinator.py:300-322 (the two kinds), 338-348
     #   (interleaving); 422-435 (only the hybrid coordinator checks: one group, or caching off,
     #   is never refused). Lifted in v0.14.0: its verify_and_split_kv_cache_groups
-    #   (kv_cache_coordinator.py:395) has neither check; v0.13.0 still has both (found by
-    #   reading each release's wheel, after the lockstep machine hit the refusal at v0.10.2).
+    #   (v0.14.0 kv_cache_coordinator.py:395) has neither check; v0.13.0 still has both.
     hybrid_groups_any_layout: bool
 
     # Whether the unrestricted hybrid coordinator (v0.14.0 .. v0.28.0) still asserts at

@@ -10,7 +10,7 @@ is a hit -- so it is searched once and afterwards merely truncated. A model with
 full-attention spec and one other spec needs a single pass.
 
 Reproduces v0.33.0 ``UnitaryKVCacheCoordinator`` / ``HybridKVCacheCoordinator.find_longest_cache_hit``
-(vllm/v1/core/kv_cache_coordinator.py:582-600, 806-941) for equal block sizes and no EAGLE; for
+(v0.33.0 vllm/v1/core/kv_cache_coordinator.py:582-600, 806-941) for equal block sizes and no EAGLE; for
 the configurations v0.10.2 accepts (one full-attention spec plus one other spec, not
 interleaved) its two-step search (kv_cache_coordinator.py HybridKVCacheCoordinator) gives the
 same blocks and length.
