@@ -15,9 +15,10 @@ Three written forms are recognised (``FORMAT.md`` specifies them):
 * **Plain** (anywhere, e.g. a docstring): ``v0.10.2/vllm/core/scheduler.py#L1656-L1657@0123456789ab``.
 * **Legacy** (``reference/`` Python comments and docstrings, as written there):
   ``[v0.33.0 ][vllm/v1/core/]block_pool.py:816-849[, 851-869]`` and ``:340-342`` continuing the
-  previous file of the line. A bare file name is resolved inside the release (it must be unique);
-  a missing version is taken from the line, then from a citation on the previous line, then from
-  the folder (``reference/**/v0/`` cites 0.10.2, everything else 0.33.0). Their hashes live in the
+  previous file of the line. A bare file name is resolved inside the release (it must be unique).
+  The release is the last ``v<version>`` written before the citation on its line, else that of a
+  citation on the previous line; a citation with neither states no release and is a problem
+  (never guessed from the citing file's folder). Their hashes live in the
   ledger ``annotations/citations.lock`` instead of the source, so that ``reference/`` stays
   readable; ``python -m annotations stamp --citations`` writes it.
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations.model import UNSTAMPED_HASH, range_hash, upstream_lines
-from upstream.releases import V0_RELEASE, V1_RELEASE
+from upstream.releases import V1_RELEASE
 
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
 Lister = Callable[[str], list[str]]  # version -> every file path in the release
@@ -87,9 +88,8 @@ class Citation:
         return f"{self.source}:{self.line}"
 
 
-def default_version(source: Path) -> str:
-    """The release a legacy citation without a version means, from the citing file's folder."""
-    return V0_RELEASE if "v0" in Path(source).parts else V1_RELEASE
+#: The version of a legacy citation that states no release (reported by :func:`check`).
+NO_RELEASE = ""
 
 
 def _fenced(lines: list[str]) -> list[bool]:
@@ -150,7 +150,7 @@ def find_python(source: Path, text: str) -> list[Citation]:
             elif previous is not None and previous.line >= number - 1:
                 version = previous.version
             else:
-                version = default_version(source)
+                version = NO_RELEASE
             if kind == "file":
                 path = m["path"]
             elif line_cites:
@@ -291,6 +291,8 @@ def check(
     # citation order): the reader may pass over a release's whole archive to list or read it, and
     # keeps only a few releases at hand (upstream.fetch).
     for c in sorted(citations, key=lambda c: c.version):
+        if c.version == NO_RELEASE:
+            continue
         resolved, _ = resolver.resolve_path(c)
         if resolved is None:
             continue
@@ -298,6 +300,10 @@ def check(
         if c.form == "legacy" and "/" in c.path:
             hints.setdefault(c.source, set()).add(resolved.rsplit("/", 1)[0])
     for c in citations:
+        if c.version == NO_RELEASE:
+            problems.append((c, f"citation {c.path}:{c.start}-{c.end} states no release: write it before "
+                                f"the file (e.g. v{V1_RELEASE} {c.path}:{c.start}-{c.end})"))
+            continue
         label = f"citation v{c.version}/{c.path}" + (f"#{c.range_text}" if c.start else "")
         path, why = resolver.resolve_path(c, hints.get(c.source, set()))
         if path is None:

@@ -123,8 +123,8 @@ def test_legacy_dead_and_ambiguous_names_fail(toy, tmp_path):
     ("v0.10.2 vllm/core/block/naive_block.py:88-110", [("0.10.2", "vllm/core/block/naive_block.py", 88, 110)]),
     ("v0.33.0 vllm/v1/core/kv_cache_manager.py:207-210, 518-525", [
         ("0.33.0", "vllm/v1/core/kv_cache_manager.py", 207, 210), ("0.33.0", "vllm/v1/core/kv_cache_manager.py", 518, 525)]),
-    ("(``block_manager.py:257-259``, ``:340-342``)", [("0.33.0", "block_manager.py", 257, 259), ("0.33.0", "block_manager.py", 340, 342)]),
-    ("evictor.py L74-150", [("0.33.0", "evictor.py", 74, 150)]),
+    ("(v0.10.2 ``block_manager.py:257-259``, ``:340-342``)", [("0.10.2", "block_manager.py", 257, 259), ("0.10.2", "block_manager.py", 340, 342)]),
+    ("evictor.py L74-150", [(citations.NO_RELEASE, "evictor.py", 74, 150)]),
     ("v0.10.2/vllm/core/scheduler.py#L1656-L1657@0123456789ab", [("0.10.2", "vllm/core/scheduler.py", 1656, 1657)]),
 ])
 def test_python_citation_forms(text, expected):
@@ -148,3 +148,14 @@ def test_real_repository_citations_resolve():
     checker = Checker(ANNOTATIONS_ROOT)
     problems = checker.upstream_citation_problems(checker.citation_sources(), full=True)
     assert not problems, "\n".join(str(p) for p in problems)
+
+
+def test_a_citation_that_states_no_release_is_a_problem_not_a_guess(toy, tmp_path):
+    """Catches: a legacy citation without a release being read at a release guessed from the citing
+    file's folder (reference/**/v0/ as 0.10.2, anything else as 0.33.0), so a comment about another
+    release was checked against lines that say something else."""
+    toy.write()
+    (tmp_path / "reference" / "v0").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "reference" / "v0" / "bare.py").write_text("# see toy/ring.py:1-3\n", encoding="utf-8")
+    messages = _messages(_repo(toy, tmp_path).run())
+    assert "bare.py: line 1: citation toy/ring.py:1-3 states no release" in messages
