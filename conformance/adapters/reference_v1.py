@@ -16,7 +16,7 @@ The vocabulary is the scheduler's side of the V1 protocol, one JSON dict per cal
 ``{"op": "preempt", "req": "r1"}``  release everything; recompute later.
 ``{"op": "free", "req": "r1"}``  finished: release and forget.
 ``{"op": "reset_prefix_cache"}``  returns whether it happened.
-``{"op": "evict_blocks", "block_ids": [...]}``  (v0.33.0 only).
+``{"op": "evict_blocks", "block_ids": [...]}``  (vLLM 0.13.0 and later: ``V1Policy.evict_blocks_supported``).
 
 Refusals are reported by the category of the :mod:`reference.blocks.errors` class. A hit is
 usable only by the ``allocate_slots`` right after its lookup (any accepted state change in

@@ -269,7 +269,7 @@ class KVCacheManager:
         return self.pool.reset_prefix_cache()
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
-        """Drop the given blocks from the prefix cache (v0.33.0 only)."""
+        """Drop the given blocks from the prefix cache (vLLM 0.13.0 and later: :attr:`V1Policy.evict_blocks_supported`)."""
         ids = list(block_ids)
         if not self.policy.evict_blocks_supported:
             raise InvalidArgument(f"evict_blocks does not exist in vLLM {self.policy.name}")
