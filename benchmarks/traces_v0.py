@@ -30,7 +30,11 @@ from dataclasses import dataclass, field
 
 from benchmarks.traces import VOCAB, Workload, make_workload
 from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
+from conformance.changelog import policy_named
+from conformance.configs import V0Config
+from reference.blocks.policies import V0Policy
 from reference.blocks.v0 import AllocStatus, BlockSpaceManager
+from upstream.releases import V0_RELEASE, policy_name
 
 # Op codes: the first element of every op tuple; the comment gives the rest of the tuple.
 CACHED = 0  # (seq,)                        get_num_cached_tokens(seq)
@@ -87,11 +91,11 @@ class V0Trace:
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
-    def config(self) -> dict:
-        """The manager configuration in the conformance adapters' shape."""
-        return {"block_size": self.block_size, "num_gpu_blocks": self.num_gpu_blocks,
-                "num_cpu_blocks": self.num_cpu_blocks, "watermark": 0.01, "sliding_window": None,
-                "enable_caching": self.enable_caching}
+    def config(self) -> V0Config:
+        """The manager configuration the conformance adapters take (the V0 pin's policy)."""
+        return V0Config(policy=policy_named(policy_name(V0_RELEASE), V0Policy), block_size=self.block_size,
+                        num_gpu_blocks=self.num_gpu_blocks, num_cpu_blocks=self.num_cpu_blocks, watermark=0.01,
+                        sliding_window=None, enable_caching=self.enable_caching)
 
     @property
     def num_timed_ops(self) -> int:
@@ -100,8 +104,8 @@ class V0Trace:
 
 def reference_manager(trace: V0Trace) -> BlockSpaceManager:
     c = trace.config
-    return BlockSpaceManager(c["block_size"], c["num_gpu_blocks"], c["num_cpu_blocks"], c["watermark"],
-                             c["sliding_window"], c["enable_caching"])
+    return BlockSpaceManager(c.block_size, c.num_gpu_blocks, c.num_cpu_blocks, c.watermark, c.sliding_window,
+                             c.enable_caching)
 
 
 # -- recording ----------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ A semantics module (``conformance.machines.v1``, ``conformance.machines.v0``) pr
 
 * ``SEMANTICS``: its name (``"v1"``, ``"v0"``);
 * ``make_systems(config) -> (reference_system, vllm_system)``, raising :class:`NotApplicable`
-  with a reason when the installed vLLM lacks what the config needs;
+  with a reason when the installed vLLM lacks what the config needs (``config``: the semantics'
+  config object, or a trace file's JSON config, which it reads into one);
 * a :class:`LockstepMachine` subclass whose ``@initialize`` rule draws a config and calls
   ``self.start(config)``, and whose rules build ops and call ``self.step(op)``.
 """
@@ -159,15 +160,19 @@ class LockstepMachine(RuleBasedStateMachine):
         self.trace: dict = {}
 
     # -- used by subclasses -------------------------------------------------------------------
-    def start(self, config: dict) -> None:
-        """Build both systems for ``config`` (call from the machine's ``@initialize`` rule)."""
+    def start(self, config: Any) -> None:
+        """Build both systems for ``config`` (call from the machine's ``@initialize`` rule).
+
+        ``config`` is the semantics' config object (``conformance.configs``), whose ``to_json()``
+        the trace records, or a trace file's config object itself."""
         module = importlib.import_module(self.semantics_module)
         self.a, self.b = module.make_systems(config)
-        self.trace = {"semantics": module.SEMANTICS, "config": config, "ops": []}
+        recorded = config.to_json() if hasattr(config, "to_json") else config
+        self.trace = {"semantics": module.SEMANTICS, "config": recorded, "ops": []}
         type(self).counters.examples += 1
         if getattr(type(self), "progress", None):
             type(self).progress(type(self).counters.examples)
-        key = json.dumps(config, sort_keys=True)
+        key = json.dumps(recorded, sort_keys=True)
         type(self).counters.configs[key] = type(self).counters.configs.get(key, 0) + 1
         self._check(None, self.a.snapshot(), self.b.snapshot())
 

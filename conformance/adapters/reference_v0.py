@@ -38,17 +38,15 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
-from conformance.changelog import policy_named
+from conformance.configs import V0Config
 from conformance.lockstep import OpError
 from conformance.trace_file import OP_FIELDS
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
-from reference.blocks.policies import V0Policy
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
 from reference.blocks.v0.content_hash import hash_hex
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.naive_allocator import NaiveAllocator
 from reference.blocks.v0.prefix_caching_allocator import NEVER_ACCESSED, PrefixCachingAllocator
-from upstream.releases import V0_RELEASE, policy_name
 
 # Error categories both adapters agree on.
 KEY_ERROR = "key_error"          # unknown sequence or block (vLLM: KeyError)
@@ -104,14 +102,13 @@ class V0Ops:
 class ReferenceV0System(V0Ops):
     """The reference BlockSpaceManager, driven by lockstep ops."""
 
-    def __init__(self, config: dict, label: str = "reference-v0") -> None:
+    def __init__(self, config: V0Config, label: str = "reference-v0") -> None:
         self.label = label
         self.config = config
         self.manager = BlockSpaceManager(
-            block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
-            num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
-            sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"],
-            policy=policy_named(config.get("policy", policy_name(V0_RELEASE)), V0Policy))
+            block_size=config.block_size, num_gpu_blocks=config.num_gpu_blocks,
+            num_cpu_blocks=config.num_cpu_blocks, watermark=config.watermark,
+            sliding_window=config.sliding_window, enable_caching=config.enable_caching, policy=config.policy)
         self.sequences = V0Sequences()
         self.ops = dispatch_table(self)
 

@@ -25,6 +25,7 @@ from typing import Any
 from conformance.adapters.installed_api import detect_v0
 from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED, V0Ops, dispatch_table
 from conformance.adapters.v0_sequences import FINISHED, RUNNING, SWAPPED, WAITING
+from conformance.configs import V0Config
 from conformance.lockstep import NotApplicable, OpError
 from conformance.versions import installed_v0
 
@@ -92,7 +93,7 @@ class VllmV0Sequences:
 class VllmV0System(V0Ops):
     label = "vllm-v0"
 
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: V0Config) -> None:
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         target, logged = installed_v0()
@@ -112,9 +113,9 @@ class VllmV0System(V0Ops):
         self._NoFree = BlockAllocator.NoFreeBlocksError
         self.config = config
         self.bm = SelfAttnBlockSpaceManager(
-            block_size=config["block_size"], num_gpu_blocks=config["num_gpu_blocks"],
-            num_cpu_blocks=config["num_cpu_blocks"], watermark=config["watermark"],
-            sliding_window=config.get("sliding_window"), enable_caching=config["enable_caching"])
+            block_size=config.block_size, num_gpu_blocks=config.num_gpu_blocks,
+            num_cpu_blocks=config.num_cpu_blocks, watermark=config.watermark,
+            sliding_window=config.sliding_window, enable_caching=config.enable_caching)
         self.sequences = VllmV0Sequences(self)
         self.ops = dispatch_table(self)
 
@@ -122,7 +123,7 @@ class VllmV0System(V0Ops):
     def make_sequence(self, seq_id: int, tokens: list[int]):
         """A new WAITING ``vllm.sequence.Sequence`` holding the prompt ``tokens`` (not registered here)."""
         return self._Sequence(seq_id, inputs=self._token_inputs(list(tokens)),
-                              block_size=self.config["block_size"])
+                              block_size=self.config.block_size)
 
     def make_group(self, group_id: str, seqs: list):
         """A ``vllm.sequence.SequenceGroup`` around ``seqs``, as the V0 scheduler holds them."""
@@ -212,7 +213,7 @@ class VllmV0System(V0Ops):
 
     # -- snapshot: the same shape as conformance.adapters.reference_v0.snapshot ------------------
     def _pool(self, alloc) -> dict:
-        if not self.config["enable_caching"]:
+        if not self.config.enable_caching:
             counts = alloc._refcounter._refcounts
             return {"free": list(alloc._free_block_indices),
                     "refcounts": {str(b): c for b, c in sorted(counts.items()) if c}}

@@ -31,8 +31,9 @@ def system_for(trace: dict):
         return ReferenceV1System(trace["config"])
     if semantics == "v0":
         from conformance.adapters.reference_v0 import ReferenceV0System
+        from conformance.configs import V0Config
 
-        return ReferenceV0System(trace["config"])
+        return ReferenceV0System(V0Config.from_json(trace["config"]))
     raise ValueError(f"trace semantics {semantics!r} is neither 'v0' nor 'v1'")
 
 

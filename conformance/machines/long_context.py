@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.changelog import policy_named
+from conformance.configs import V0Config
 from conformance.lockstep import run_machine
 from conformance.machines import v0, v1
 from conformance.properties import Property
@@ -103,45 +104,42 @@ class V1LongContextPeer(V1LongContextMachine):
 
 
 # -- V0 -----------------------------------------------------------------------------------------
-def long_v0_configs(enable_caching: bool, peer: str | None = None):
+def long_v0_configs(enable_caching: bool, peer: str | None = None) -> st.SearchStrategy[V0Config]:
     def window(block_size):
         if enable_caching:
             return st.just(None)
         return st.one_of(st.none(), st.integers(0, block_size - 1).map(lambda r: 4096 + r))
 
     @st.composite
-    def configs(draw):
+    def configs(draw) -> V0Config:
         block_size = draw(st.sampled_from([16, 32]))
         one_request = -(-MAX_MODEL_LEN // block_size) + 2
-        config = {
-            "policy": v0.target_policy(peer),
-            "block_size": block_size,
-            "num_gpu_blocks": draw(st.sampled_from([one_request, BIG_POOL])),
-            "num_cpu_blocks": draw(st.sampled_from([0, one_request])),
-            "watermark": draw(st.sampled_from([0.0, 0.01])),
-            "sliding_window": draw(window(block_size)),
-            "enable_caching": enable_caching,
-        }
-        if peer:
-            config["peer"] = peer
-        return config
+        return V0Config(
+            policy=v0.target_policy(peer),
+            block_size=block_size,
+            num_gpu_blocks=draw(st.sampled_from([one_request, BIG_POOL])),
+            num_cpu_blocks=draw(st.sampled_from([0, one_request])),
+            watermark=draw(st.sampled_from([0.0, 0.01])),
+            sliding_window=draw(window(block_size)),
+            enable_caching=enable_caching,
+            peer=peer,
+        )
 
     return configs()
 
 
 class V0LongContextMachine(v0.V0Machine):
-    """The V0 machine with long prompts on large pools (same rules but for new_group)."""
+    """The V0 machine with long prompts on large pools (same rules but for new_group); each
+    example draws whether prefix caching is on, into its config."""
 
-    enable_caching = True
     max_fork_blocks = 512  # well under vLLM's recursive table copy's limit (v0.V0Machine)
 
     @initialize(data=st.data())
     def setup(self, data):
         caching = data.draw(st.booleans(), label="caching")
-        self.enable_caching = caching
         self.config = data.draw(long_v0_configs(caching, self.peer), label="config")
         self.start(self.config)
-        bs = self.config["block_size"]
+        bs = self.config.block_size
         unit = data.draw(st.lists(st.sampled_from(v0.ALPHABET), min_size=bs, max_size=3 * bs), label="unit")
         self.prompts = [long_prompt(unit, n) for n in CONTEXTS]
 

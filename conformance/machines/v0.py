@@ -13,8 +13,9 @@ tokens and last-access trackers.
 
 Two properties: ``v0.lifecycle`` (naive allocator, incl. sliding windows) and
 ``v0.prefix_caching`` (prefix caching on). ``make_systems`` pairs the reference with the installed
-vLLM, or -- with ``"peer": "reference"`` in the config -- with a second reference, which tests the
-machine itself without vLLM. Importing this module does not import vLLM.
+vLLM, or -- with ``peer="reference"`` in the config -- with a second reference, which tests the
+machine itself without vLLM. A config is a :class:`conformance.configs.V0Config` (with its policy
+object), drawn by :func:`config_strategy`. Importing this module does not import vLLM.
 
 After a refusal (vLLM's own sanity assertion fired; both sides must agree on it) the example ends:
 see ``V0Machine.act``.
@@ -34,20 +35,24 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
+from conformance.changelog import policy_named
+from conformance.configs import V0Config
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
+from reference.blocks.policies import V0Policy
 from upstream.releases import V0_RELEASE, policy_name
 
 SEMANTICS = "v0"
 ALPHABET = (0, 1, 2, 3)
 
 
-def make_systems(config: dict):
-    """(reference, vLLM) for ``config``; (reference, reference) when ``config["peer"] == "reference"``.
-    vLLM is imported only here."""
+def make_systems(config: V0Config | dict):
+    """(reference, vLLM) for ``config``; (reference, reference) when ``config.peer == "reference"``.
+    A trace file's config object is read as a :class:`V0Config` here. vLLM is imported only here."""
     from conformance.adapters.reference_v0 import ReferenceV0System
 
-    if config.get("peer") == "reference":
+    config = V0Config.of(config)
+    if config.peer == "reference":
         return ReferenceV0System(config), ReferenceV0System(config, label="reference-peer")
     import os
 
@@ -64,38 +69,41 @@ def make_systems(config: dict):
     return ReferenceV0System(config), VllmV0System(config)
 
 
-def target_policy(peer: str | None) -> str:
+def target_policy(peer: str | None) -> V0Policy:
     """The V0Policy the reference runs: the installed vLLM's, or v0.10.2's against itself."""
     if peer == "reference":
-        return policy_name(V0_RELEASE)
+        return policy_named(policy_name(V0_RELEASE), V0Policy)
     from conformance.versions import installed_v0_policy_name
 
-    return installed_v0_policy_name()
+    return policy_named(installed_v0_policy_name(), V0Policy)
 
 
-def config_strategy(enable_caching: bool, peer: str | None = None):
+def config_strategy(enable_caching: bool, peer: str | None = None) -> st.SearchStrategy[V0Config]:
     windows = st.just(None) if enable_caching else st.one_of(st.none(), st.none(), st.integers(1, 12))
-    return st.fixed_dictionaries({
-        "policy": st.just(target_policy(peer)),
-        "block_size": st.sampled_from([1, 2, 4]),
-        "num_gpu_blocks": st.integers(1, 12),
-        "num_cpu_blocks": st.integers(0, 8),
-        "watermark": st.sampled_from([0.0, 0.01, 0.1, 0.3]),
-        "sliding_window": windows,
-        "enable_caching": st.just(enable_caching),
-    }).map(lambda c: {**c, "peer": peer} if peer else c)
+    return st.builds(
+        V0Config,
+        policy=st.just(target_policy(peer)),
+        block_size=st.sampled_from([1, 2, 4]),
+        num_gpu_blocks=st.integers(1, 12),
+        num_cpu_blocks=st.integers(0, 8),
+        watermark=st.sampled_from([0.0, 0.01, 0.1, 0.3]),
+        sliding_window=windows,
+        enable_caching=st.just(enable_caching),
+        peer=st.just(peer),
+    )
 
 
 class V0Machine(LockstepMachine):
     """Drives both V0 managers like the V0 scheduler would."""
 
     semantics_module = __name__
+    # The class's parameters for the config it draws; the machine reads the drawn config, never these.
     enable_caching = False
     peer: str | None = None  # "reference": pair the reference with itself
+    config: V0Config  # drawn by setup, before any rule runs
 
     def __init__(self) -> None:
         super().__init__()
-        self.config: dict = {}
         self.prompts: list[list[int]] = [[]]
         self.waiting: list[str] = []
         self.running: list[str] = []
@@ -161,7 +169,7 @@ class V0Machine(LockstepMachine):
             # can_allocate caps the need at the window, but allocate writes the whole prompt: vLLM
             # then runs dry half way and leaks the pages it took. Ask like a careful scheduler.
             free_gpu = self.act({"op": "num_free"}).get("result", [0])[0]
-            admit = -(-self.tokens(self.live(gid)[0]) // self.config["block_size"]) <= free_gpu
+            admit = -(-self.tokens(self.live(gid)[0]) // self.config.block_size) <= free_gpu
         if admit:
             self.act({"op": "allocate", "group": gid})
             self.sequences.move(gid, WAITING, RUNNING)
@@ -173,7 +181,7 @@ class V0Machine(LockstepMachine):
             self.waiting.remove(gid)
 
     def _touch(self, sid: int) -> None:
-        if self.enable_caching:
+        if self.config.enable_caching:
             self.clock += 1
             self.act({"op": "access", "seq": sid, "now": self.clock})
 
@@ -189,8 +197,8 @@ class V0Machine(LockstepMachine):
         return pages <= self.act({"op": "num_free"}).get("result", [0, 0])[device]
 
     def _window_blocks(self) -> int | None:
-        w = self.config.get("sliding_window")
-        return None if w is None else w // self.config["block_size"] + 2
+        w = self.config.sliding_window
+        return None if w is None else w // self.config.block_size + 2
 
     # -- rules --------------------------------------------------------------------------------
     @precondition(lambda self: len(self.members) < 8)
@@ -214,7 +222,7 @@ class V0Machine(LockstepMachine):
         self.sequences.add_group(gid, sids, prompt)
         for sid in sids:
             self.written[sid] = len(prompt)
-            if self.enable_caching:
+            if self.config.enable_caching:
                 self.act({"op": "num_cached_tokens", "seq": sid})
         self.waiting.append(gid)
         self._admit(gid)
@@ -241,7 +249,7 @@ class V0Machine(LockstepMachine):
         if grow and wb is not None:
             # can_append_slots does not count the null page the first sliding-window append takes,
             # so vLLM can run dry half way through append_slots. Leave room like a careful scheduler.
-            bs = self.config["block_size"]
+            bs = self.config.block_size
             need = sum((self.tokens(s) - self.written[s] + lookahead) // bs + 2 for s in self.live(gid))
             grow = need <= self.act({"op": "num_free"}).get("result", [0])[0]
         if grow:
@@ -249,7 +257,7 @@ class V0Machine(LockstepMachine):
                 self.act({"op": "append_slots", "seq": sid, "lookahead": lookahead})
                 self.written[sid] = self.tokens(sid)
                 # Pages before computed // block_size - window are now the null block.
-                if wb is not None and self.sequences.seqs[sid].computed // self.config["block_size"] - wb > 0:
+                if wb is not None and self.sequences.seqs[sid].computed // self.config.block_size - wb > 0:
                     self.dropped.add(sid)
             for sid in self.live(gid):
                 self._touch(sid)
@@ -263,7 +271,7 @@ class V0Machine(LockstepMachine):
 
     def _fork_fits(self, num_tokens: int) -> bool:
         bound = self.max_fork_blocks
-        return bound is None or -(-num_tokens // self.config["block_size"]) <= bound
+        return bound is None or -(-num_tokens // self.config.block_size) <= bound
 
     def _forkable(self) -> list[int]:
         return [s for g in self.running for s in self.live(g)
@@ -283,7 +291,7 @@ class V0Machine(LockstepMachine):
         self.act({"op": "fork", "group": gid, "parent": parent, "child": child})
         self.sequences.fork(gid, parent, child)
         self.written[child] = self.written[parent]
-        if self.enable_caching:
+        if self.config.enable_caching:
             self.act({"op": "num_cached_tokens", "seq": child})
         self._touch(child)
 

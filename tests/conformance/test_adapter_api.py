@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from conformance import versions
+from conformance.configs import V0Config
 from conformance.lockstep import NotApplicable
 from tests.conformance.pinned import unavailable
 
@@ -60,7 +61,7 @@ def v0_system():
         unavailable(str(why), "v0.")
     from conformance.adapters.vllm_v0 import VllmV0System
 
-    return VllmV0System(dict(V0_CONFIG))
+    return VllmV0System(V0Config.from_json(V0_CONFIG))
 
 
 V0_CONFIG = {"block_size": 2, "num_gpu_blocks": 8, "num_cpu_blocks": 2, "watermark": 0.0, "enable_caching": True}
@@ -83,7 +84,7 @@ def test_the_reference_v0_adapter_refuses_an_unknown_op_as_invalid_argument():
     from conformance.adapters.reference_v0 import ReferenceV0System
     from conformance.lockstep import outcome
 
-    assert outcome(ReferenceV0System(dict(V0_CONFIG)), {"op": "allocate_everything"}) == {"error": "invalid_argument"}
+    assert outcome(ReferenceV0System(V0Config.from_json(V0_CONFIG)), {"op": "allocate_everything"}) == {"error": "invalid_argument"}
 
 
 def test_both_v0_adapters_refuse_an_unknown_op_alike():
@@ -93,7 +94,7 @@ def test_both_v0_adapters_refuse_an_unknown_op_alike():
     from conformance.lockstep import compare_step
 
     system = v0_system()
-    out, diff = compare_step(ReferenceV0System(dict(V0_CONFIG)), system, {"op": "allocate_everything"})
+    out, diff = compare_step(ReferenceV0System(V0Config.from_json(V0_CONFIG)), system, {"op": "allocate_everything"})
     assert diff is None and out == {"error": "invalid_argument"}
 
 

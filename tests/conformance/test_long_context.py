@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import find
 
+from conformance.configs import V0Config
 from conformance.lockstep import NotApplicable, replay, run_machine
 from conformance.machines import long_context as lc
 from tests.conformance.pinned import unavailable
@@ -48,8 +49,8 @@ def test_v0_windows_cover_every_residue():
     over-counts when W mod block_size == 1)."""
     for bs in (16, 32):
         for residue in range(bs):
-            find(lc.long_v0_configs(False, "reference"), lambda c, bs=bs, residue=residue: c["block_size"] == bs and
-                 c["sliding_window"] is not None and c["sliding_window"] % bs == residue)
+            find(lc.long_v0_configs(False, "reference"), lambda c, bs=bs, residue=residue: c.block_size == bs and
+                 c.sliding_window is not None and c.sliding_window % bs == residue)
 
 
 def long_sequence_trace(blocks: int, enable_caching: bool) -> dict:
@@ -102,11 +103,11 @@ def test_real_size_v0_machine_never_forks_past_the_recursion_bound():
     of thousands of blocks, which vLLM copies recursively and answers with RecursionError
     (conformance/known-upstream-bugs/v0-fork-recursion.json): a flaky 'divergence' at 0.6.6.post1."""
     machine = lc.V0LongContextMachine()
-    machine.config = {"block_size": 16}
+    machine.config = V0Config.from_json({"policy": "v0.10.2", "block_size": 16, "num_gpu_blocks": 2000,
+                                         "num_cpu_blocks": 0, "watermark": 0.0, "sliding_window": None,
+                                         "enable_caching": False, "peer": "reference"})
     assert machine._fork_fits(512 * 16) and not machine._fork_fits(512 * 16 + 1)
-    machine.peer = "reference"
-    machine.start({"policy": "v0.10.2", "block_size": 16, "num_gpu_blocks": 2000, "num_cpu_blocks": 0,
-                   "watermark": 0.0, "sliding_window": None, "enable_caching": False, "peer": "reference"})
+    machine.start(machine.config)
     machine.add_group([1] * (600 * 16), 2)
     assert all(len(members) == 1 for members in machine.members.values())
     assert machine._forkable() == []

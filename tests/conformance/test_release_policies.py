@@ -8,6 +8,7 @@ import pytest
 
 from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.changelog import v0_policy_at, v1_policy_at
+from conformance.configs import V0Config
 from reference.blocks.policies import V0Policy, V1Policy
 from tests.conformance.test_v1_conformance import cfg as v1_cfg
 from tests.conformance.test_v1_conformance import run_ops
@@ -77,8 +78,8 @@ def test_null_block_count_at_a_sliding_window_hit_and_free_per_release():
 
 
 def v0_first_page_hash(policy: V0Policy) -> str:
-    system = ReferenceV0System({"block_size": 2, "num_gpu_blocks": 4, "num_cpu_blocks": 0, "watermark": 0.0,
-                                "sliding_window": None, "enable_caching": True, "policy": policy.name})
+    system = ReferenceV0System(V0Config(policy=policy, block_size=2, num_gpu_blocks=4, num_cpu_blocks=0,
+                                        watermark=0.0, sliding_window=None, enable_caching=True))
     system.apply({"op": "add_group", "group": "g", "seqs": [1], "prompt": [1, 2, 3]})
     system.apply({"op": "num_cached_tokens", "seq": 1})
     return system.snapshot()["computed_tracker"]["1"]["hashes"][0]

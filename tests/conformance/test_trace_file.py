@@ -10,6 +10,7 @@ import pytest
 
 from conformance import __main__ as cli
 from conformance import corpus
+from conformance.configs import V0Config
 from conformance.trace_file import OP_FIELDS, TraceFileError, check_trace, load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,7 +124,7 @@ def test_the_reference_adapters_dispatch_exactly_the_ops_of_the_schema():
 
     v1_config = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 8, "max_model_len": 64,
                  "groups": [{"kind": "full"}]}
-    assert set(ReferenceV0System(V0_CONFIG).ops) == set(OP_FIELDS["v0"])
+    assert set(ReferenceV0System(V0Config.from_json(V0_CONFIG)).ops) == set(OP_FIELDS["v0"])
     assert set(ReferenceV1System(v1_config).ops) == set(OP_FIELDS["v1"])
 
 

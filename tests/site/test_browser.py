@@ -426,8 +426,9 @@ def reference_system(trace: dict):
 
         return ReferenceV1System(trace["config"])
     from conformance.adapters.reference_v0 import ReferenceV0System
+    from conformance.configs import V0Config
 
-    return ReferenceV0System(trace["config"])
+    return ReferenceV0System(V0Config.from_json(trace["config"]))
 
 
 def shown_state(page) -> dict:

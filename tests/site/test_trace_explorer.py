@@ -11,6 +11,7 @@ import pytest
 
 from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.adapters.reference_v1 import ReferenceV1System
+from conformance.configs import V0Config
 from conformance.corpus import corpus
 from conformance.explorer.exercises import trace_questions
 from conformance.explorer.page import explorer_data, explorer_html, step_item
@@ -119,7 +120,8 @@ def test_unknown_semantics_and_long_ops_are_handled() -> None:
 
 def fresh_states(trace: dict) -> list[dict]:
     """The reference's raw snapshot after each op, replayed independently of the explorer."""
-    system = (ReferenceV1System if trace["semantics"] == "v1" else ReferenceV0System)(trace["config"])
+    system = (ReferenceV1System(trace["config"]) if trace["semantics"] == "v1"
+              else ReferenceV0System(V0Config.from_json(trace["config"])))
     snaps, results = [system.snapshot()], [None]
     for op in trace["ops"]:
         results.append(system.apply(op))
