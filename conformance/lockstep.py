@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -133,31 +134,33 @@ def side_states(a: System, b: System, outcomes: tuple[dict | None, dict | None] 
 
 
 @dataclass
-class Counters:
-    """How much a machine class has exercised, for the report."""
+class RunRecord:
+    """What one run of a machine has exercised, for the report: one record per run
+    (:func:`run_machine` hands it to every machine instance of the run), never shared by two runs."""
 
     examples: int = 0
     steps: int = 0
-    configs: dict = field(default_factory=dict)
+    configs: dict[str, int] = field(default_factory=dict)  # a config's JSON -> examples that drew it
+    last_divergence: dict | None = None  # the trace of the latest divergence (after shrinking: the shrunk one)
+    progress: Callable[[int], None] | None = None  # called with the examples started so far
 
 
 class LockstepMachine(RuleBasedStateMachine):
-    """Base class of the conformance state machines: holds two systems and the trace."""
+    """Base class of the conformance state machines: holds two systems and the trace.
+
+    A machine instance is one example; what the run has done so far is in ``self.record``, which
+    :func:`run_machine` sets on each instance it builds (a machine built otherwise, e.g. by
+    Hypothesis's ``TestCase``, keeps a record of its own).
+    """
 
     semantics_module: str = ""  # dotted name of the module providing make_systems
-    counters: Counters
-    last_divergence: dict | None = None
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.counters = Counters()
-        cls.last_divergence = None
 
     def __init__(self):
         super().__init__()
         self.a: System | None = None
         self.b: System | None = None
         self.trace: dict = {}
+        self.record = RunRecord()
 
     # -- used by subclasses -------------------------------------------------------------------
     def start(self, config: Any) -> None:
@@ -169,18 +172,19 @@ class LockstepMachine(RuleBasedStateMachine):
         self.a, self.b = module.make_systems(config)
         recorded = config.to_json() if hasattr(config, "to_json") else config
         self.trace = {"semantics": module.SEMANTICS, "config": recorded, "ops": []}
-        type(self).counters.examples += 1
-        if getattr(type(self), "progress", None):
-            type(self).progress(type(self).counters.examples)
+        record = self.record
+        record.examples += 1
+        if record.progress is not None:
+            record.progress(record.examples)
         key = json.dumps(recorded, sort_keys=True)
-        type(self).counters.configs[key] = type(self).counters.configs.get(key, 0) + 1
+        record.configs[key] = record.configs.get(key, 0) + 1
         self._check(None, self.a.snapshot(), self.b.snapshot())
 
     def step(self, op: dict) -> dict:
         """Apply ``op`` to both systems, compare outcome and state; return the shared outcome."""
         assert self.a is not None, "call self.start(config) in an @initialize rule first"
         self.trace["ops"].append(json.loads(json.dumps(op)))  # a copy: rules may reuse their lists
-        type(self).counters.steps += 1
+        self.record.steps += 1
         try:
             out, out_b, diff = compare_step_sides(self.a, self.b, op)
         except Exception as err:  # noqa: BLE001 - an exception no adapter maps to a category: keep its trace too
@@ -201,7 +205,7 @@ class LockstepMachine(RuleBasedStateMachine):
         trace["divergence"] = message
         if self.a is not None and self.b is not None:
             trace["sides"] = side_states(self.a, self.b, outcomes)
-        type(self).last_divergence = trace
+        self.record.last_divergence = trace
         raise Divergence(message, trace)
 
 
@@ -328,16 +332,20 @@ def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, p
 
     from conformance.properties import Result
 
-    machine_cls.counters = Counters()
-    machine_cls.last_divergence = None
-    machine_cls.progress = staticmethod(progress) if progress else None
+    record = RunRecord(progress=progress)
+
+    def example() -> LockstepMachine:  # every example of this run adds to this run's record alone
+        machine = machine_cls()
+        machine.record = record
+        return machine
+
     try:
-        run_state_machine_as_test(machine_cls, settings=machine_settings(examples, steps))
+        run_state_machine_as_test(example, settings=machine_settings(examples, steps))
     except NotApplicable:
         raise
     except Exception as err:  # noqa: BLE001 - a divergence, or a harness error: both fail the property
-        trace = machine_cls.last_divergence
-        c = machine_cls.counters
+        trace = record.last_divergence
+        c = record
         detail = str(err).split("\n\ntrace:")[0]
         divergence = trace is not None and _is_divergence(err)
         first = _first_divergence(err)
@@ -353,6 +361,6 @@ def run_machine(machine_cls: type[LockstepMachine], examples: int, steps: int, p
             extra["trace"] = trace
         kind = "" if divergence else "harness error (not a verdict on vLLM or the reference): "
         return Result(False, c.examples, c.steps, f"{kind}{type(err).__name__}: {detail}", extra)
-    c = machine_cls.counters
+    c = record
     return Result(True, c.examples, c.steps, f"{len(c.configs)} distinct configs",
                   {"configs": len(c.configs)})

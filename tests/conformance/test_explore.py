@@ -138,7 +138,7 @@ def test_a_machine_divergence_saves_both_sides(planted) -> None:
         m.step(op)
     with pytest.raises(Divergence):
         m.step(OPS[-1])
-    sides = Machine.last_divergence["sides"]
+    sides = m.record.last_divergence["sides"]
     assert [s["label"] for s in sides] == ["reference", "vllm-stand-in"]
     assert sides[0]["outcome"] == sides[1]["outcome"] == {"result": None}
     assert sides[0]["snapshot"]["free_queue"][:2] == sides[1]["snapshot"]["free_queue"][1::-1]

@@ -150,8 +150,8 @@ def test_a_group_of_divergences_reports_the_first_with_its_trace(monkeypatch):
     first = Divergence("state after {'op': 'free'} differs at /x: 1 != 2", {"ops": [{"op": "free"}]})
     second = Divergence("state after {'op': 'fork'} differs at /y: 3 != 4", {"ops": [{"op": "fork"}]})
 
-    def fails(machine_cls, settings):
-        machine_cls.last_divergence = second.trace
+    def fails(example, settings):  # as Hypothesis would: build an example, which records the divergence
+        example().record.last_divergence = second.trace
         raise ExceptionGroup("Hypothesis found 2 distinct failures.", [first, second])
 
     monkeypatch.setattr(hypothesis.stateful, "run_state_machine_as_test", fails)
@@ -160,3 +160,29 @@ def test_a_group_of_divergences_reports_the_first_with_its_trace(monkeypatch):
     assert result.detail.startswith("Divergence: state after {'op': 'free'}"), result.detail
     assert "ExceptionGroup with 2 failures" in result.detail
     assert result.extra["trace"] == first.trace
+
+
+def test_a_run_keeps_its_counts_to_itself():
+    """Catches: run_machine keeping a run's counters, progress callback or last divergence on the
+    machine class, so that another instance of the class (here one built and stepped while the run
+    is on, as a second run or Hypothesis's TestCase would) adds to the run's counts, or the run
+    leaves its state on the class."""
+    from conformance.configs import V0Config
+
+    machine = v0.V0ReferencePeerLifecycle
+    before = dict(vars(machine))
+    started, other = [], []
+
+    def progress(done):
+        started.append(done)
+        if done == 1:
+            stray = machine()
+            stray.start(V0Config.from_json({"block_size": 2, "num_gpu_blocks": 4, "num_cpu_blocks": 0,
+                                            "watermark": 0.0, "enable_caching": False, "peer": "reference"}))
+            stray.step({"op": "num_free"})
+            other.append(stray.record)
+
+    result = run_machine(machine, 4, 3, progress)
+    assert dict(vars(machine)) == before
+    assert result.passed and result.examples == len(started) == started[-1]
+    assert other[0].examples == 1 and other[0].steps == 1

@@ -82,8 +82,11 @@ def test_trace_replays_against_vllm(path):
                          ids=lambda m: m.__name__)
 def test_machine_reference_against_reference(machine):
     """Catches: a harness bug (nondeterministic op, snapshot not JSON-able, rule crashing) without needing vLLM."""
-    machine.TestCase().runTest()
-    assert machine.counters.examples > 0 and machine.counters.steps > 0
+    from hypothesis import settings
+
+    result = run_machine(machine, settings.default.max_examples, settings.default.stateful_step_count)
+    assert result.passed, result.detail
+    assert result.examples > 0 and result.steps > 0
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
