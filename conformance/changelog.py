@@ -87,7 +87,7 @@ INITIAL: dict[type, dict[str, object]] = {
         none_hash_init_function=False, request_multimodal_args=True, manager_has_coordinator=False,
         kv_config_tensors_dict=True, request_pooling_and_salt_args=False,
         manager_takes_kv_cache_config=False, manager_hash_algo_arg=False, allocate_lookahead_arg=False,
-        request_prompt_arg=True),
+        request_prompt_arg=True, full_hit_search_indexes_hashes=False),
     V0Api: dict(sequence_token_inputs=True, reset_prefix_cache=False, group_status_per_sequence=False),
     KernelApi: dict(
         ops_package="vllm.attention.ops", paged_2d_masks_tail=False, unified_masks_tail=False,
@@ -495,6 +495,24 @@ V1_API_LOG: tuple[Change, ...] = (
         "cache salts reach the request through its constructor.",
         "v0.9.0 vllm/v1/request.py:29, 32; v0.9.1 vllm/v1/request.py:28-33; "
         "v0.9.2 vllm/v1/request.py:31, 34; before: v0.8.5.post1 vllm/v1/request.py:20-32"),
+    Change(
+        "full_hit_search_indexes_hashes", "0.9.0", True,
+        "the full-attention hit search moves into FullAttentionManager.find_longest_cache_hit and "
+        "reads block_hashes[i] for every block up to num_tokens - 1, so a lookup of a request whose "
+        "hash list is shorter (tokens appended and never computed, which the manager hashes only as "
+        "their blocks are cached) raises IndexError once every hashed block hits; 0.8.x walked the "
+        "list itself.",
+        "the search was rewritten per attention type for sliding windows; the full-attention loop "
+        "took the window loop's indexed form.",
+        "v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:234-243; "
+        "before: v0.8.5.post1 vllm/v1/core/specialized_manager.py:74"),
+    Change(
+        "full_hit_search_indexes_hashes", "0.9.1", False,
+        "the full-attention hit search zips the block range with the hash list again, stopping at "
+        "the list's end.",
+        "a request's hash list may be shorter than its full blocks until 0.10.1 (hashes_on_request).",
+        "v0.9.1 vllm/v1/core/single_type_kv_cache_manager.py:263; "
+        "before: v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:234-236 (and 0.9.0.1)"),
     Change(
         "kv_config_tensors_dict", "0.9.1", False,
         "KVCacheConfig takes kv_cache_tensors=[...] instead of tensors={...}.",

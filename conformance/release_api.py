@@ -67,6 +67,13 @@ class V1Api:
     allocate_lookahead_arg: bool
     # ``Request(...)`` requires the prompt text, ``prompt`` (before 0.8.5; the adapter passes None).
     request_prompt_arg: bool
+    # vLLM's full-attention hit search indexes ``block_hashes[i]`` for every block up to
+    # ``num_tokens - 1`` (0.9.0 and 0.9.0.1) instead of stopping at the end of the request's hash
+    # list: with a list shorter than the request's full blocks (possible before 0.10.1,
+    # V1Policy.hashes_on_request) the lookup raises IndexError. The machine does not draw such
+    # lookups; the reference searches only the hashed blocks.
+    #   v0.9.0 vllm/v1/core/single_type_kv_cache_manager.py:234-243
+    full_hit_search_indexes_hashes: bool
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
-from conformance.changelog import policy_named
+from conformance.changelog import api_at, policy_named
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
 from conformance.versions import distinct_v1_policy_names
@@ -215,15 +215,22 @@ class V1Machine(LockstepMachine):
         and a hybrid layout bounds the window search by the full-attention hit. The scheduler
         only looks up waiting requests, whose uncomputed tail is one token unless a step accepted
         several (speculative decoding). Shrunk trace:
-        conformance/known-upstream-bugs/v0.9.2-sliding-window-lookup-past-hashes.json. Such
+        conformance/known-upstream-bugs/v0.9.2-sliding-window-lookup-past-hashes.json. At 0.9.0
+        and 0.9.0.1 the full-attention search indexes the list the same way
+        (V1Api.full_hit_search_indexes_hashes) and raises once every hashed block hits. Such
         lookups are not drawn; the reference searches only the hashed blocks.
         """
         config = self.trace["config"]
         groups = config["groups"]
         policy = self.policy()
-        if policy.hashes_on_request or not policy.sliding_window_managed or not config.get("enable_caching", True):
+        if policy.hashes_on_request or not config.get("enable_caching", True) or len(groups) != 1 or self.a is None:
             return False
-        if len(groups) != 1 or groups[0]["kind"] != "sliding" or self.a is None:
+        if groups[0]["kind"] == "sliding":
+            indexes = policy.sliding_window_managed
+        else:
+            api = api_at(policy.name[1:]).v1
+            indexes = groups[0]["kind"] == "full" and api is not None and api.full_hit_search_indexes_hashes
+        if not indexes:
             return False
         state = self.a.manager.requests.get(req)
         if state is None or not state.block_hashes:  # unknown (refused), or hashed in full now
