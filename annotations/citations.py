@@ -40,7 +40,7 @@ Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
 Lister = Callable[[str], list[str]]  # version -> every file path in the release
 
 GITHUB_BLOB = "https://github.com/vllm-project/vllm/blob/"
-_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+(?:\.post[0-9]+)?"
+_VERSION = r"[0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:\.post[0-9]+)?"
 _HASH = r"[0-9a-f]{12}|\?{12}"
 #: ``](https://github.com/vllm-project/vllm/blob/v<ver>/<path>[#L<a>[-L<b>]][ "<hash>"])``
 LINK = re.compile(

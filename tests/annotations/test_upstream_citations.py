@@ -159,3 +159,12 @@ def test_a_citation_that_states_no_release_is_a_problem_not_a_guess(toy, tmp_pat
     (tmp_path / "reference" / "v0" / "bare.py").write_text("# see toy/ring.py:1-3\n", encoding="utf-8")
     messages = _messages(_repo(toy, tmp_path).run())
     assert "bare.py: line 1: citation toy/ring.py:1-3 states no release" in messages
+
+
+def test_a_hotfix_release_is_read_whole():
+    """Catches: a citation of a four-part hotfix release (v0.9.0.1, v0.10.1.1) read as the release
+    before it (v0.9.0) and checked against that release's bytes."""
+    found = citations.find_python(Path("conformance/mod.py"), "# v0.9.0.1 vllm/v1/core/block_pool.py:10-12\n")
+    assert [(c.version, c.path) for c in found] == [("0.9.0.1", "vllm/v1/core/block_pool.py")]
+    plain = citations.find_markdown(Path("docs/x.md"), "v0.10.1.1/vllm/v1/request.py#L3-L4@????????????")
+    assert [(c.version, c.start, c.end) for c in plain] == [("0.10.1.1", 3, 4)]
