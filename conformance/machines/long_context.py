@@ -86,7 +86,6 @@ class V1LongContextMachine(v1.V1Machine):
         policy = data.draw(st.sampled_from(self.policies)) if self.policies else v1.target_policy()
         sliding = data.draw(st.booleans(), label="sliding")
         config = data.draw(long_v1_configs(policy, sliding, self.peer), label="config")
-        self.sliding = sliding
         self.start(config)
         bs = config["block_size"]
         self.stems = []

@@ -147,7 +147,12 @@ class V1Machine(LockstepMachine):
         # consequences, so delayed caching is drawn with sliding windows only where null
         # blocks are skipped.
         policy = self.policy()
-        return policy.delay_cache_blocks_supported and (policy.cache_full_blocks_skips_null or not self.sliding)
+        return policy.delay_cache_blocks_supported and (policy.cache_full_blocks_skips_null
+                                                        or not self.has_sliding_group())
+
+    def has_sliding_group(self) -> bool:
+        """Does this example's config (not the class's drawing parameter) have a sliding-window group?"""
+        return any(g["kind"] == "sliding" for g in self.trace["config"]["groups"])
 
     def policy(self):
         """The V1Policy this trace runs under."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis.errors import InvalidDefinition
 
 from conformance import lockstep
 from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.lockstep import Divergence, OpError, run_machine
-from conformance.machines import v0
+from conformance.machines import v0, v1
 
 
 class RefusesAllocate:
@@ -186,3 +187,28 @@ def test_a_run_keeps_its_counts_to_itself():
     assert dict(vars(machine)) == before
     assert result.passed and result.examples == len(started) == started[-1]
     assert other[0].examples == 1 and other[0].steps == 1
+
+
+@pytest.mark.parametrize("name", ["v0.V0ReferencePeerPrefixCaching", "long_context.V0LongContextPeer",
+                                  "v1.V1ReferencePeerSlidingWindow", "long_context.V1LongContextPeer"])
+def test_no_example_overwrites_its_class_settings(name):
+    """Catches: a machine's setup writing the class's settings (``enable_caching``, ``sliding``,
+    ``peer``, ...) on the instance to say what the example drew, so that what a rule reads is
+    no longer the class's setting and the drawn config and the flag can disagree; an example
+    says what it drew in its config alone."""
+    from conformance.machines import long_context
+
+    module, attr = name.split(".")
+    base = getattr({"v0": v0, "v1": v1, "long_context": long_context}[module], attr)
+    settings_names = {k for cls in base.__mro__ for k, v in vars(cls).items()
+                      if not k.startswith("_") and isinstance(v, (bool, int, str, tuple, type(None)))}
+    shadowed: list[set] = []
+
+    class Watched(base):  # type: ignore[misc, valid-type]  # a machine class chosen at run time
+        def teardown(self):
+            shadowed.append(settings_names & set(vars(self)))
+            super().teardown()
+
+    result = run_machine(Watched, 3, 3)
+    assert result.passed, result.detail
+    assert shadowed and all(not s for s in shadowed), shadowed
