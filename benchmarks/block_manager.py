@@ -42,7 +42,18 @@ from benchmarks.harness import (
     trace_entries,
 )
 from benchmarks.report import BlockManagerReport
-from benchmarks.traces import APPEND, FREE, OP_NAMES, PREEMPT, SCHEDULE, WORKLOADS, Trace, make_trace, reference_manager
+from benchmarks.traces import (
+    APPEND,
+    FREE,
+    OP_NAMES,
+    PREEMPT,
+    SCHEDULE,
+    WORKLOADS,
+    Trace,
+    benchmark_hash_fn,
+    make_trace,
+    reference_manager,
+)
 from conformance.changelog import policy_named
 from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import hash_text
@@ -134,7 +145,7 @@ class VllmSide:
     def prepare(self, trace: Trace) -> tuple[Any, Any, list[Any]]:
         system = self._system_class({
             "policy": self.policy.name, "block_size": trace.block_size, "max_model_len": trace.max_model_len,
-            "num_blocks": trace.num_blocks, "groups": [{"kind": "full"}],
+            "num_blocks": trace.num_blocks, "groups": [{"kind": "full"}], "hash_fn": benchmark_hash_fn(self.policy),
         })
         requests = [system.make_request(trace.request_id(i), list(p)) for i, p in enumerate(trace.prompts)]
         return system, system.manager, requests

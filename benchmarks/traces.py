@@ -31,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from reference.blocks.policies import V1Policy
+from reference.blocks.v1.hashing import hash_function_names
 from reference.blocks.v1.manager import KVCacheManager
 from reference.blocks.v1.specs import FullAttention
 
@@ -266,11 +267,18 @@ class _Recorder:
         self.waiting.appendleft(req)
 
 
+def benchmark_hash_fn(policy: V1Policy) -> str:
+    """The block hash both sides use: vLLM's ``sha256`` where the release offers it (from 0.8.3),
+    else its only one, Python's builtin ``hash``."""
+    offered = hash_function_names(policy)
+    return "sha256" if "sha256" in offered else offered[0]
+
+
 def reference_manager(num_blocks: int, block_size: int, max_model_len: int, policy: V1Policy) -> KVCacheManager:
     """The reference manager the benchmark and the recorder use: one full-attention group."""
     return KVCacheManager(
         [FullAttention(block_size)], num_blocks, max_model_len, policy,
-        hash_fn="sha256", pythonhashseed=None, entropy=lambda n: ENTROPY[:n],
+        hash_fn=benchmark_hash_fn(policy), pythonhashseed=None, entropy=lambda n: ENTROPY[:n],
     )
 
 
