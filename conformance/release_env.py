@@ -9,6 +9,12 @@ build or the run inside it, and this module decides what to do about each and wh
   ``requirements`` lists the others (from the wheel's ``Requires-Dist``, markers evaluated, extras
   left out). The matrix entry records the package, the version asked for, what pip was offered
   and ``why_not_needed``.
+* **A left-out pin that a release imports anyway** (vLLM 0.8.1 pins ``xgrammar==0.1.16``, which
+  the index does not serve at all, and imports it whenever ``vllm.v1.request`` is imported).
+  ``STAND_INS`` names such packages and why no property depends on their version: the offered
+  version nearest below the pin (before the cutoff) is installed with ``--no-deps`` in its
+  place, only where ``IMPORT_PROBE`` shows the import failing on it, and the left-out record
+  says so (``stand_in``).
 * **A package that installs but cannot load** (torchcodec 0.14.0 loads FFmpeg's shared libraries
   from the system, ``libavutil.so.56`` to ``.60``, and a machine without FFmpeg has none; vLLM
   0.25.0's ``vllm/multimodal/video.py`` catches only ImportError around its import, so the
@@ -149,6 +155,52 @@ def left_out_record(missing: Missing, cutoff: str) -> dict:
             "offers_seen": f"this platform, uploaded before {cutoff}",
             "reviewed": canonical(missing.package) in WHY_NOT_NEEDED,
             "why_not_needed": why_not_needed(missing.package)}
+
+
+# Left-out pins a release imports on the harness's import path anyway, and why a nearby version
+# can stand in: the name is looked up, nothing of it is called by any property.
+STAND_INS = {
+    "xgrammar": (
+        "vLLM 0.8.1's vllm/v1/structured_output/__init__.py imports backend_xgrammar at module "
+        "level (L12), whose dataclass XgrammarGrammar annotates two fields with xgr.GrammarMatcher "
+        "and xgr.CompiledGrammar (L113-L114) in a module without `from __future__ import "
+        "annotations`, so creating the class makes vLLM's LazyLoader import xgrammar whenever "
+        "vllm.v1.request is imported (request.py L9 imports vllm.v1.structured_output.request); "
+        "0.8.2 no longer imports backend_xgrammar there. The stand-in is only looked up: no "
+        "property compiles a grammar."),
+}
+
+# What the conformance command imports from vLLM, in an order that names the first failure; a
+# module the release lacks is skipped. Prints the name of each missing top-level module.
+IMPORT_PROBE = """\
+import importlib, importlib.util
+for name in ("vllm", "vllm.v1.request", "vllm.v1.core.kv_cache_manager", "vllm.core.block_manager"):
+    parent = name.rpartition(".")[0]
+    try:
+        if parent and importlib.util.find_spec(parent) is None:
+            continue
+        importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name and not err.name.startswith("vllm"):
+            print(err.name.partition(".")[0])
+    except Exception:
+        pass
+"""
+
+
+def stand_in_version(missing: Missing) -> str | None:
+    """The offered version nearest below the pin (else nearest above), for a package of
+    ``STAND_INS``; None for any other package or when nothing is offered near it."""
+    if canonical(missing.package) not in STAND_INS:
+        return None
+    near = nearest(missing)  # [just below, just above], either may be absent; below comes first
+    return near[0] if near else None
+
+
+def stand_in_record(record: dict, version: str) -> dict:
+    """A left-out record with the version that stands in for the pin, and why it may."""
+    return {**record, "stand_in": f"{record['package']}=={version}", "reviewed": True,
+            "why_not_needed": STAND_INS[canonical(record["package"])]}
 
 
 @dataclass(frozen=True)

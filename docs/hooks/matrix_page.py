@@ -222,7 +222,8 @@ def environment_lines(entry: dict) -> list[str]:
     for item in env.get("left_out", []):
         near = ", ".join(item.get("index_nearest") or []) or ", ".join(item.get("index_offers") or []) or "nothing"
         out.append(f"- Left out `{item['required']}` (required by {item.get('by') or 'vLLM'}; the index offers "
-                   f"{near} around it, {item.get('offers_seen', '')}): {item['why_not_needed']}")
+                   f"{near} around it, {item.get('offers_seen', '')}): {item['why_not_needed']}"
+                   + (f" `{item['stand_in']}` is installed in its place." if item.get("stand_in") else ""))
     for item in env.get("removed", []):
         libs = ", ".join(f"`{lib}`" for lib in item.get("missing_libraries", [])) or "its libraries"
         out.append(f"- Removed `{item['package']}=={item.get('version')}` (missing {libs}): {item['why']}")

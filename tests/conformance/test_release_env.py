@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -192,3 +193,36 @@ def test_torchcodec_that_cannot_load_is_removed_and_recorded(vm, tmp_path, loads
         assert pip.calls == [("uninstall", "--yes", "torchcodec")]
         assert removed[0]["package"] == "torchcodec" and removed[0]["version"] == "0.14.0"
         assert removed[0]["missing_libraries"] == ["libavutil.so.60"] and "FFmpeg" in removed[0]["why"]
+
+
+def test_a_left_out_pin_that_vllm_imports_anyway_gets_the_nearest_version_below_as_a_stand_in(vm, tmp_path):
+    """Catches: vLLM 0.8.1's V1 properties ending in harness errors because its left-out
+    xgrammar==0.1.16 is imported by vllm.v1.request anyway; a stand-in installed where the probe
+    shows no need (0.8.2), installed with its dependencies, picked above the pin when one below is
+    offered, or recorded without saying so."""
+    missing = release_env.missing_distribution(
+        "ERROR: Could not find a version that satisfies the requirement xgrammar==0.1.16 (from vllm==0.8.1) "
+        "(from versions: 0.1.0, 0.1.11, 0.1.13)")
+    record = release_env.left_out_record(missing, "2025-03-21T21:28:14Z")
+    pip = FakePip({})
+    unneeded = vm.install_stand_ins("0.8.2", "py", pip, ["--quiet"], "t", [record], set())
+    assert unneeded == [record] and pip.calls == []
+    got = vm.install_stand_ins("0.8.1", "py", pip, ["--quiet"], "t", [record], {"xgrammar"})
+    assert pip.calls == [("install", "--quiet", "--no-deps", "--uploaded-prior-to", "t", "xgrammar==0.1.13")]
+    assert got[0]["stand_in"] == "xgrammar==0.1.13" and got[0]["reviewed"]
+    assert "L113-L114" in got[0]["why_not_needed"] and got[0]["required"] == "xgrammar==0.1.16"
+    other = release_env.left_out_record(release_env.Missing("mystery", "mystery==2", "vllm", ("1", "3")), "t")
+    assert vm.install_stand_ins("0.8.1", "py", pip, [], "t", [other], {"mystery"}) == [other]
+
+
+def test_the_import_probe_names_a_missing_top_level_module(tmp_path):
+    """Catches: the probe reporting nothing when vLLM's import path fails on a missing package
+    (no stand-in would be installed), or reporting vLLM's own missing submodules."""
+    fake = tmp_path / "vllm"
+    (fake / "v1").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "v1" / "__init__.py").write_text("")
+    (fake / "v1" / "request.py").write_text("import xgrammar_not_installed_here.sub\n")
+    done = subprocess.run([sys.executable, "-c", release_env.IMPORT_PROBE], capture_output=True, text=True,
+                          cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert done.stdout.split() == ["xgrammar_not_installed_here"]
