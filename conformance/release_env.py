@@ -161,13 +161,15 @@ def left_out_record(missing: Missing, cutoff: str) -> dict:
 # can stand in: the name is looked up, nothing of it is called by any property.
 STAND_INS = {
     "xgrammar": (
-        "vLLM 0.8.1's vllm/v1/structured_output/__init__.py imports backend_xgrammar at module "
-        "level (L12), whose dataclass XgrammarGrammar annotates two fields with xgr.GrammarMatcher "
-        "and xgr.CompiledGrammar (L113-L114) in a module without `from __future__ import "
-        "annotations`, so creating the class makes vLLM's LazyLoader import xgrammar whenever "
-        "vllm.v1.request is imported (request.py L9 imports vllm.v1.structured_output.request); "
-        "0.8.2 no longer imports backend_xgrammar there. The stand-in is only looked up: no "
-        "property compiles a grammar."),
+        "vLLM 0.8.1 imports backend_xgrammar at module level "
+        "(v0.8.1 vllm/v1/structured_output/__init__.py:12), whose dataclass XgrammarGrammar "
+        "annotates two fields with xgr.GrammarMatcher and xgr.CompiledGrammar "
+        "(v0.8.1 vllm/v1/structured_output/backend_xgrammar.py:113-114) in a module without "
+        "`from __future__ import annotations`, so creating the class makes vLLM's LazyLoader "
+        "import xgrammar whenever vllm.v1.request is imported (its import of "
+        "vllm.v1.structured_output.request, v0.8.1 vllm/v1/request.py:9, runs the package's "
+        "__init__ first); 0.8.2 no longer imports backend_xgrammar there. The stand-in is only "
+        "looked up: no property compiles a grammar."),
 }
 
 # What the conformance command imports from vLLM, in an order that names the first failure; a

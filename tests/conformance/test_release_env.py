@@ -210,7 +210,7 @@ def test_a_left_out_pin_that_vllm_imports_anyway_gets_the_nearest_version_below_
     got = vm.install_stand_ins("0.8.1", "py", pip, ["--quiet"], "t", [record], {"xgrammar"})
     assert pip.calls == [("install", "--quiet", "--no-deps", "--uploaded-prior-to", "t", "xgrammar==0.1.13")]
     assert got[0]["stand_in"] == "xgrammar==0.1.13" and got[0]["reviewed"]
-    assert "L113-L114" in got[0]["why_not_needed"] and got[0]["required"] == "xgrammar==0.1.16"
+    assert "backend_xgrammar.py:113-114" in got[0]["why_not_needed"] and got[0]["required"] == "xgrammar==0.1.16"
     other = release_env.left_out_record(release_env.Missing("mystery", "mystery==2", "vllm", ("1", "3")), "t")
     assert vm.install_stand_ins("0.8.1", "py", pip, [], "t", [other], {"mystery"}) == [other]
 
