@@ -54,6 +54,7 @@ class Missing:
     requirement: str   # as pip printed it, e.g. "flashinfer-python==0.7.3"
     parent: str | None  # the package that asked for it ("vllm"), None for a top-level requirement
     offers: tuple[str, ...]  # the versions pip was offered (this platform, before the cutoff)
+    parent_versions: tuple[str, ...] = ()  # the parent's versions that asked for it, newest first
 
 
 _NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (\S+)"
@@ -68,8 +69,36 @@ def missing_distribution(pip_output: str) -> Missing | None:
     requirement, parent, offers = match.groups()
     name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
     versions = tuple(v.strip() for v in (offers or "").split(",") if v.strip() and v.strip() != "none")
+    pinned = re.fullmatch(r"[A-Za-z0-9._-]+==([A-Za-z0-9._+!-]+)", parent.strip()) if parent else None
     return Missing(canonical(name[0]) if name else requirement, requirement,
-                   canonical(re.split(r"[=<>!~ \[]", parent)[0]) if parent else None, versions)
+                   canonical(re.split(r"[=<>!~ \[]", parent)[0]) if parent else None, versions,
+                   (pinned.group(1),) if pinned else ())
+
+
+_DEPENDS = re.compile(r"^\s+([A-Za-z0-9][A-Za-z0-9._-]*) (\S+) depends on ([A-Za-z0-9][A-Za-z0-9._-]*)(\S*)", re.M)
+_UNAVAILABLE = re.compile(r"no matching distributions available for your environment:\n((?:\s+\S+\n?)+)")
+
+
+def unavailable_dependency(pip_output: str) -> Missing | None:
+    """The dependency of a dependency that pip's ResolutionImpossible says has no distribution
+    at all ("outlines 0.0.46 depends on pyairports" ... "no matching distributions available for
+    your environment: pyairports"), with the parent and the parent's versions it tried, or None."""
+    unavailable = _UNAVAILABLE.search(pip_output)
+    if unavailable is None:
+        return None
+    names = {canonical(n) for n in unavailable.group(1).split()}
+    asked = [(canonical(p), v, canonical(d), spec) for p, v, d, spec in _DEPENDS.findall(pip_output)
+             if canonical(d) in names]
+    parents = {p for p, _, _, _ in asked}
+    if len(parents) != 1:
+        return None
+    parent, _, package, spec = asked[0]
+    versions = sorted({v for _, v, _, _ in asked}, key=_version_key, reverse=True)
+    return Missing(package, package + spec, parent, (), tuple(versions))
+
+
+def _version_key(text: str) -> Version:
+    return Version(text) if _is_version(text) else Version("0")
 
 
 def requirements(metadata: str, leave_out: set[str], environment: dict[str, str] | None = None) -> list[str]:
@@ -120,6 +149,17 @@ WHY_NOT_NEEDED = {
 }
 
 
+WHY_NOT_NEEDED["pyairports"] = (
+    "outlines 0.0.43 to 0.0.46 (vLLM 0.6.3.post1 to 0.6.4.post1 require outlines>=0.0.43,<0.1) "
+    "require pyairports, whose releases are gone from the index (a 0.0.1 source archive uploaded "
+    "in 2025 is all that remains). Outlines loads it on every import (outlines/__init__.py imports "
+    "outlines.types, which imports outlines/types/airports.py, which imports pyairports.airports), "
+    "and vLLM imports outlines only in vllm/model_executor/guided_decoding/"
+    "outlines_logits_processors.py, for guided decoding, which no property uses. Outlines is "
+    "installed with --no-deps and its other requirements; a property whose import reached it "
+    "would report a harness error (ModuleNotFoundError), not a verdict.")
+
+
 def why_not_needed(package: str) -> str:
     return WHY_NOT_NEEDED.get(canonical(package), (
         f"not reviewed: {package} is not known to be needed by the KV-cache managers or the Triton "
@@ -148,9 +188,11 @@ def _is_version(text: str) -> bool:
     return True
 
 
-def left_out_record(missing: Missing, cutoff: str) -> dict:
-    """What the matrix entry says about a requirement left out of the environment."""
-    return {"package": missing.package, "required": missing.requirement, "by": missing.parent,
+def left_out_record(missing: Missing, cutoff: str, parent_version: str | None = None) -> dict:
+    """What the matrix entry says about a requirement left out of the environment (``by`` the
+    package that requires it, with the version installed where that is not vLLM)."""
+    by = f"{missing.parent}=={parent_version}" if parent_version else missing.parent
+    return {"package": missing.package, "required": missing.requirement, "by": by,
             "index_nearest": nearest(missing), "index_offers": list(missing.offers[-12:]),
             "offers_seen": f"this platform, uploaded before {cutoff}",
             "reviewed": canonical(missing.package) in WHY_NOT_NEEDED,

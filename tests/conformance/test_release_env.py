@@ -113,17 +113,19 @@ class FakePip:
     """pip as the build steps call it: ``download`` writes a wheel with METADATA; ``install``
     of requirements fails with 'no distribution' for each name in ``absent``."""
 
-    def __init__(self, absent: dict[str, str]):
+    def __init__(self, absent: dict[str, str], metadata: dict[str, str] | None = None):
         self.absent = absent
+        self.metadata = metadata or {}  # a downloaded project's METADATA (vLLM 0.34.0's by default)
         self.calls: list[tuple[str, ...]] = []
 
     def __call__(self, *args: str, check: bool = False) -> subprocess.CompletedProcess:
         self.calls.append(args)
         if args[0] == "download":
             target = Path(args[args.index("-d") + 1])
-            target.mkdir(parents=True)
-            with zipfile.ZipFile(target / "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl", "w") as whl:
-                whl.writestr("vllm-0.34.0.dist-info/METADATA", METADATA)
+            target.mkdir(parents=True, exist_ok=True)
+            name, _, version = args[args.index("-d") - 1].partition("==")
+            with zipfile.ZipFile(target / f"{name}-{version}-cp38-abi3-manylinux_2_28_x86_64.whl", "w") as whl:
+                whl.writestr(f"{name}-{version}.dist-info/METADATA", self.metadata.get(name, METADATA))
             return subprocess.CompletedProcess(args, 0, "", "")
         for name, parent in self.absent.items():
             if args[0] == "install" and any(a.lower().startswith(name) for a in args):
@@ -226,3 +228,42 @@ def test_the_import_probe_names_a_missing_top_level_module(tmp_path):
     done = subprocess.run([sys.executable, "-c", release_env.IMPORT_PROBE], capture_output=True, text=True,
                           cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert done.stdout.split() == ["xgrammar_not_installed_here"]
+
+
+# pip 25.3's ResolutionImpossible for vLLM 0.6.4 as of 2024-11-17 (abridged to its conflict lines).
+PIP_CONFLICT = """\
+ERROR: Cannot install vllm because these package versions have conflicting dependencies.
+
+The conflict is caused by:
+    outlines 0.0.46 depends on pyairports
+    outlines 0.0.45 depends on pyairports
+    outlines 0.0.44 depends on pyairports
+    outlines 0.0.43 depends on pyairports
+
+Additionally, some packages in these conflicts have no matching distributions available for your environment:
+    pyairports
+
+To fix this you could try to:
+"""
+
+
+def test_a_dependency_of_a_requirement_with_no_distribution_is_left_out_one_level_down(vm, tmp_path):
+    """Catches: vLLM 0.6.3.post1-0.6.4.post1 recorded as unbuildable because outlines needs
+    pyairports, which the index no longer has; the parent installed with its dependencies (pip
+    fails again), left out entirely, installed at a version pip did not pick, or the record not
+    naming which package required the missing one."""
+    missing = release_env.unavailable_dependency(PIP_CONFLICT)
+    assert missing == release_env.Missing("pyairports", "pyairports", "outlines", (),
+                                          ("0.0.46", "0.0.45", "0.0.44", "0.0.43"))
+    vllm = "Metadata-Version: 2.1\nName: vllm\nVersion: 0.6.4\nRequires-Dist: torch==2.5.1\n" \
+           "Requires-Dist: outlines<0.1,>=0.0.43\n"
+    outlines = "Metadata-Version: 2.1\nName: outlines\nVersion: 0.0.46\nRequires-Dist: lark\n" \
+               "Requires-Dist: pyairports\n"
+    pip = FakePip({}, {"vllm": vllm, "outlines": outlines})
+    records = vm.install_without("0.6.4", tmp_path, pip, ["--quiet"], "t", missing)
+    assert [(r["package"], r["by"]) for r in records] == [("pyairports", "outlines==0.0.46")]
+    installs = [c for c in pip.calls if c[0] == "install"]
+    assert installs[0][-2:] == ("torch==2.5.1", "lark")  # neither outlines nor pyairports resolved
+    assert installs[1][-3:] == ("--uploaded-prior-to", "t", "outlines==0.0.46") and "--no-deps" in installs[1]
+    assert installs[2][-1].endswith("vllm-0.6.4-cp38-abi3-manylinux_2_28_x86_64.whl") and "--no-deps" in installs[2]
+    assert release_env.unavailable_dependency("ERROR: HTTP error 503") is None
