@@ -11,9 +11,9 @@ build or the run inside it, and this module decides what to do about each and wh
   and ``why_not_needed``.
 * **A left-out pin that a release imports anyway** (vLLM 0.8.1 pins ``xgrammar==0.1.16``, which
   the index does not serve at all, and imports it whenever ``vllm.v1.request`` is imported).
-  ``STAND_INS`` names such packages and why no property depends on their version: the offered
-  version nearest below the pin (before the cutoff) is installed with ``--no-deps`` in its
-  place, only where ``IMPORT_PROBE`` shows the import failing on it, and the left-out record
+  ``STAND_INS`` names such packages and why no property depends on their version: the version
+  ``STAND_IN_VERSIONS`` names (else the offered one nearest below the pin) is installed with
+  ``--no-deps`` in its place, only where ``IMPORT_PROBE`` shows the import failing on it, and the left-out record
   says so (``stand_in``).
 * **A package that installs but cannot load** (torchcodec 0.14.0 loads FFmpeg's shared libraries
   from the system, ``libavutil.so.56`` to ``.60``, and a machine without FFmpeg has none; vLLM
@@ -201,6 +201,7 @@ def left_out_record(missing: Missing, cutoff: str, parent_version: str | None = 
 
 # Left-out pins a release imports on the harness's import path anyway, and why a nearby version
 # can stand in: the name is looked up, nothing of it is called by any property.
+STAND_IN_VERSIONS = {"xgrammar": "0.1.17"}  # a version that loads here; the reason says why this one
 STAND_INS = {
     "xgrammar": (
         "vLLM 0.8.1 imports backend_xgrammar at module level "
@@ -211,7 +212,9 @@ STAND_INS = {
         "import xgrammar whenever vllm.v1.request is imported (its import of "
         "vllm.v1.structured_output.request, v0.8.1 vllm/v1/request.py:9, runs the package's "
         "__init__ first); 0.8.2 no longer imports backend_xgrammar there. The stand-in is only "
-        "looked up: no property compiles a grammar."),
+        "looked up: no property compiles a grammar. It is 0.1.17, the version vLLM 0.8.3 pins: "
+        "0.1.13, the nearest offered before the cutoff, builds a CUDA torch extension when "
+        "imported, which fails on a machine without a GPU."),
 }
 
 # What the conformance command imports from vLLM, in an order that names the first failure; a
@@ -233,10 +236,14 @@ for name in ("vllm", "vllm.v1.request", "vllm.v1.core.kv_cache_manager", "vllm.c
 
 
 def stand_in_version(missing: Missing) -> str | None:
-    """The offered version nearest below the pin (else nearest above), for a package of
-    ``STAND_INS``; None for any other package or when nothing is offered near it."""
-    if canonical(missing.package) not in STAND_INS:
+    """The version that stands in for a left-out pin of ``STAND_INS``: the one
+    ``STAND_IN_VERSIONS`` names, else the offered version nearest below the pin (else above);
+    None for any other package or when nothing is offered near it."""
+    package = canonical(missing.package)
+    if package not in STAND_INS:
         return None
+    if package in STAND_IN_VERSIONS:
+        return STAND_IN_VERSIONS[package]
     near = nearest(missing)  # [just below, just above], either may be absent; below comes first
     return near[0] if near else None
 
