@@ -170,7 +170,8 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "beside sliding windows); before, the manager asserted exactly one group.",
         "hybrid models (sliding-window layers interleaved with full attention) need one page table "
         "per kind of layer, all fed from one block pool.",
-        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py; before: "
+        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py:207-214, 352-363 (the hybrid coordinator; "
+        "the factory gives one group the unitary coordinator, several the hybrid one); before: "
         "v0.9.0 vllm/v1/core/kv_cache_manager.py:65-67, "
         "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33",
         ("v0.33.0/vllm/v1/core/kv_cache_coordinator.py#kv_cache_coordinator.factory",)),
@@ -354,8 +355,9 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "sliding-window manager's paths: sliding_window_frees_hashless_to_front).",
         "a block with no cached content is worth nothing to keep: reusing it first keeps hashed "
         "blocks (possible prefix hits) longest and reuses recently touched memory.",
-        "v0.24.0 vllm/v1/core/block_pool.py:614-635 (free_blocks: prepend_n at 634); v0.23.0 "
-        "block_pool.py:419-440 and single_type_kv_cache_manager.py:497-501, 764",
+        "v0.24.0 vllm/v1/core/block_pool.py:614-635 (free_blocks: prepend_n at 634); "
+        "v0.23.0 vllm/v1/core/block_pool.py:419-440 and "
+        "v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:497-501, 764",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
     Change(
         "sliding_window_frees_hashless_to_front", "0.23.0", True,
@@ -366,7 +368,9 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "a released block with no hash can never be a prefix hit, so it is the best block to reuse "
         "next; a hashed one may still be hit and should be evicted last.",
         "v0.23.0 vllm/v1/core/single_type_kv_cache_manager.py:448-501, 751-765; "
-        "before: v0.22.1 vllm/v1/core/block_pool.py has no prepend",
+        "before: v0.22.1 vllm/v1/core/block_pool.py:419-433 (free_blocks takes no prepend and "
+        "appends every freed block); v0.22.1 vllm/v1/core/single_type_kv_cache_manager.py:352, 461 "
+        "(free and remove_skipped_blocks each free their blocks in one free_blocks call)",
         ("v0.33.0/vllm/v1/core/block_pool.py#block_pool.free_blocks",)),
     Change(
         "watermark_supported", "0.24.0", True,
@@ -483,10 +487,15 @@ V1_API_LOG: tuple[Change, ...] = (
         "v0.8.5 vllm/v1/request.py:20-32; before: v0.8.4 vllm/v1/request.py:20-33 (prompt at 23)"),
     Change(
         "manager_has_coordinator", "0.9.1", True,
-        "KVCacheManager hands its groups to a KV-cache coordinator; get_computed_blocks and "
-        "allocate_slots take and return KVCacheBlocks (one block list per group) instead of one list.",
+        "KVCacheManager hands its groups to a KV-cache coordinator; the KVCacheBlocks that "
+        "get_computed_blocks and allocate_slots take and return hold one block list per group "
+        "(0.9.0's KVCacheBlocks wraps a single list; 0.8.x passes bare lists).",
         "the coordinator is what lets one manager serve several KV-cache groups.",
-        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py; before: v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33"),
+        "v0.9.1 vllm/v1/core/kv_cache_manager.py:11, 22-28, 94-101, 133-134, 182-191 (the "
+        "coordinator; KVCacheBlocks.blocks is a tuple of lists); "
+        "v0.9.1 vllm/v1/core/kv_cache_coordinator.py:13; before: "
+        "v0.9.0 vllm/v1/core/kv_cache_manager.py:23-24, 65-67, "
+        "v0.8.5.post1 vllm/v1/core/kv_cache_manager.py:31-33, 92-93, 164-170"),
     Change(
         "request_pooling_and_salt_args", "0.9.0", True,
         "Request takes cache_salt. The arguments around it moved release by release, and the V1 "
@@ -543,7 +552,8 @@ V1_API_LOG: tuple[Change, ...] = (
         "hashing_module", "0.11.1", "vllm.utils.hashing",
         "sha256 and sha256_cbor move from vllm.utils to vllm.utils.hashing.",
         "vllm/utils was split into modules; " + _FIRST_READ + ".",
-        "v0.11.1 vllm/utils/hashing.py"),
+        "v0.11.1 vllm/utils/hashing.py:14, 31 (sha256, sha256_cbor), "
+        "v0.11.1 vllm/v1/core/kv_cache_utils.py:15; before: v0.11.0 vllm/utils/__init__.py:3329, 3346"),
     Change(
         "spec_use_mla", "0.11.0", False,
         "FullAttentionSpec and SlidingWindowSpec no longer take use_mla (MLA has its own spec).",
@@ -553,7 +563,9 @@ V1_API_LOG: tuple[Change, ...] = (
         "manager_hash_block_size_arg", "0.12.0", True,
         "KVCacheManager requires hash_block_size (the block size the request hashes are computed at).",
         "groups of different block sizes share one hash list at a common block size; " + _FIRST_READ + ".",
-        "v0.12.0 vllm/v1/core/kv_cache_manager.py"),
+        "v0.12.0 vllm/v1/core/kv_cache_manager.py:95-99 (hash_block_size at 99), "
+        "v0.12.0 vllm/v1/core/kv_cache_coordinator.py:361-369 (group block sizes are multiples of it); "
+        "before: v0.11.1 vllm/v1/core/kv_cache_manager.py:94-103"),
     Change(
         "evict_blocks_method", "0.13.0", True,
         "KVCacheManager.evict_blocks(ids) exists (the behaviour: V1Policy.evict_blocks_supported).",
@@ -563,13 +575,18 @@ V1_API_LOG: tuple[Change, ...] = (
         "request_eos_argument", "0.17.0", False,
         "Request takes no eos_token_id; the EOS id comes from "
         "SamplingParams.update_from_generation_config({}, eos_token_id=...).",
-        _FIRST_READ + ".",
-        "v0.17.0 vllm/v1/request.py"),
+        _FIRST_READ + "; Request.eos_token_id remains as a deprecated property reading "
+        "sampling_params.eos_token_id.",
+        "v0.17.0 vllm/v1/request.py:60-77, 180-189 (no eos_token_id argument; the deprecated "
+        "property); "
+        "v0.17.0 vllm/sampling_params.py:511-518; before: v0.16.0 vllm/v1/request.py:65, 84"),
     Change(
         "manager_scheduler_block_size_arg", "0.23.0", True,
-        "KVCacheManager requires scheduler_block_size.",
+        "KVCacheManager requires scheduler_block_size (passed on to the coordinator; the scheduler "
+        "gives its own block size).",
         _FIRST_READ + ".",
-        "v0.23.0 vllm/v1/core/kv_cache_manager.py"),
+        "v0.23.0 vllm/v1/core/kv_cache_manager.py:111-116, 151 (scheduler_block_size at 115); "
+        "v0.23.0 vllm/v1/core/sched/scheduler.py:241; before: v0.22.1 vllm/v1/core/kv_cache_manager.py:111-124"),
     Change(
         "manager_watermark_arg", "0.24.0", True,
         "KVCacheManager takes watermark (the behaviour: V1Policy.watermark_supported).",
@@ -584,17 +601,18 @@ V1_API_LOG: tuple[Change, ...] = (
 
 V0_API_LOG: tuple[Change, ...] = (
     Change(
-        "reset_prefix_cache", "0.7.2", True,
+        "reset_prefix_cache", "0.7.0", True,
         "SelfAttnBlockSpaceManager.reset_prefix_cache() exists.",
-        _FIRST_READ + " after 0.6.6.post1, whose vllm/core/block_manager.py has no such method.",
-        "v0.7.2 vllm/core/block_manager.py"),
+        "0.7.0 is the release after 0.6.6.post1, whose vllm/core/block_manager.py has no such method.",
+        "v0.7.0 vllm/core/block_manager.py:458-459; before: "
+        "v0.6.6.post1 vllm/core/block_manager.py:455-458 (get_prefix_cache_hit_rate, then _can_swap)"),
     Change(
-        "group_status_per_sequence", "0.7.2", True,
-        "SequenceGroup.get_seqs(status) filters each sequence by its own status instead of returning "
-        "all or none by the first sequence's status.",
+        "group_status_per_sequence", "0.7.0", True,
+        "SequenceGroup.get_seqs(status) filters each sequence of a group of several by its own "
+        "status instead of returning all or none by the first sequence's status.",
         "the block manager's own get_seqs calls must not see a finished member as running; "
-        + _FIRST_READ + ".",
-        "before: v0.6.6.post1 vllm/sequence.py:804-811"),
+        "0.7.0 is the release after 0.6.6.post1.",
+        "v0.7.0 vllm/sequence.py:822-832; before: v0.6.6.post1 vllm/sequence.py:804-811"),
 )
 
 KERNEL_API_LOG: tuple[Change, ...] = (
@@ -632,7 +650,8 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "the kernels walk tiles of TILE_SIZE tokens instead of whole blocks, and a tile may run past "
         "the context; unwritten slots may hold NaN, which would reach the output as 0 * NaN.",
         "v0.11.0 vllm/attention/ops/triton_unified_attention.py:212, 229, 242; before: "
-        "v0.10.2 vllm/attention/ops/triton_unified_attention.py"),
+        "v0.10.2 vllm/attention/ops/triton_unified_attention.py:186, 203-205, 216-218 (whole "
+        "blocks, K/V loads masked by the head dimension only)"),
     Change(
         "cache_write_head_major", "0.11.0", False,
         "triton_reshape_and_cache_flash arrives and writes only the flash layout.",
@@ -643,23 +662,31 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "unified_attention takes the split-K arguments (seq_threshold_3D, num_par_softmax_segments, "
         "softmax_segm_*).",
         _FIRST_READ + ".",
-        "v0.13.0 vllm/attention/ops/triton_unified_attention.py"),
+        "v0.13.0 vllm/attention/ops/triton_unified_attention.py:821, 838-842; "
+        "before: v0.11.1 vllm/attention/ops/triton_unified_attention.py:735-757"),
     Change(
         "ops_package", "0.14.0", "vllm.v1.attention.ops",
         "the Triton attention ops move from vllm.attention.ops to vllm.v1.attention.ops.",
         _FIRST_READ + ".",
-        "v0.14.0 vllm/v1/attention/ops/triton_unified_attention.py"),
+        "v0.14.0 vllm/v1/attention/ops/triton_unified_attention.py:862, "
+        "v0.14.0 vllm/v1/attention/ops/chunked_prefill_paged_decode.py:247, "
+        "v0.14.0 vllm/v1/attention/ops/triton_reshape_and_cache_flash.py:114; before: "
+        "v0.13.0 vllm/attention/ops/triton_unified_attention.py:821, "
+        "v0.13.0 vllm/attention/ops/chunked_prefill_paged_decode.py:223"),
     Change(
         "cache_write_head_major", "0.14.0", True,
-        "triton_reshape_and_cache_flash also writes the classic head-major 5-D cache "
+        "triton_reshape_and_cache_flash also writes the classic head-major cache (a 5-D key "
+        "cache, a 4-D value cache), chosen when key_cache has five dimensions "
         "(USE_HEAD_MAJOR_LAYOUT).",
         _FIRST_READ + ".",
-        "v0.14.0 vllm/v1/attention/ops/triton_reshape_and_cache_flash.py"),
+        "v0.14.0 vllm/v1/attention/ops/triton_reshape_and_cache_flash.py:31, 52-70, 129-135; "
+        "before: v0.13.0 vllm/attention/ops/triton_reshape_and_cache_flash.py:91-94, 102"),
     Change(
         "paged_2d_masks_tail", "0.25.0", True,
         "kernel_paged_attention_2d masks its K/V loads past the context in a sequence's last block.",
         _FIRST_READ + ".",
-        "v0.25.0 vllm/v1/attention/ops/chunked_prefill_paged_decode.py"),
+        "v0.25.0 vllm/v1/attention/ops/chunked_prefill_paged_decode.py:163, 189, 202; "
+        "before: v0.24.0 vllm/v1/attention/ops/chunked_prefill_paged_decode.py:184, 197"),
 )
 
 MECHANISM_LOG: tuple[Change, ...] = (
@@ -667,19 +694,19 @@ MECHANISM_LOG: tuple[Change, ...] = (
         "v1_block_pool", "0.8.0", True,
         "vllm/v1/core/block_pool.py (BlockPool) arrives: the V1 page manager the machines model.",
         "V1 was an opt-in alpha engine before; its pages were managed without a block pool.",
-        "v0.8.0 vllm/v1/core/block_pool.py"),
+        "v0.8.0 vllm/v1/core/block_pool.py:16, v0.8.0 vllm/v1/core/kv_cache_manager.py:9, 51"),
     Change(
         "triton_kernels", "0.8.0", True,
         "the Triton kernels the kernel properties drive arrive: chunked_prefill_paged_decode "
         "(kernel_paged_attention_2d); unified attention follows in later releases.",
         "the V1 engine's Triton attention backend; v0.7.3 has no such module.",
-        "v0.8.0 vllm/attention/ops/chunked_prefill_paged_decode.py"),
+        "v0.8.0 vllm/attention/ops/chunked_prefill_paged_decode.py:22, 204"),
     Change(
         "v0_block_manager", "0.11.0", False,
         "the V0 engine and its block manager (vllm/core/block_manager.py, vllm/core/block/*) are removed.",
         "V1 became the only engine.",
         "v0.11.0 sdist (sha256 f435a64c24e9c4178d657a76f8edd8548ddc444012f7d06a9f79ac3a6392bfae) "
-        "has no vllm/core/; v0.10.2 vllm/core/block_manager.py"),
+        "has no vllm/core/; v0.10.2 vllm/core/block_manager.py:22"),
 )
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from annotations import citations
 from conformance import changelog
 from conformance.release_api import KernelApi, V0Api, V1Api
 from reference.blocks.policies import V0_V0_10_2, V0Policy, V1Policy
@@ -145,3 +147,60 @@ def test_every_change_names_its_release_in_its_citations():
     for log in changelog.LOGS.values():
         for change in log:
             assert change.upstream.startswith(("v0.", "before: v0.")), (change.field, change.first)
+
+
+# Log entries whose ``upstream`` may cite a ``.py`` file without line numbers, as
+# (record, field, first release) with the reason in a comment. None: every entry cites the lines
+# that show its claim, and a bare file is a claim that ``python -m annotations check`` cannot verify.
+BARE_FILE_ALLOWED: set[tuple[str, str, str]] = set()
+
+#: A ``.py`` path not followed by ``:<line>`` or `` L<line>``.
+_BARE_PY = re.compile(r"[\w./-]*\.py\b(?!:\d| L\d)")
+
+
+def _bare_files(upstream: str) -> list[str]:
+    return _BARE_PY.findall(upstream)
+
+
+def test_every_upstream_citation_names_its_lines():
+    """Catches: an entry whose upstream names a file without its lines (e.g. ``v0.9.1
+    vllm/v1/core/kv_cache_coordinator.py``, or ``before: v0.22.1 vllm/v1/core/block_pool.py has no
+    prepend``): the citation checker verifies cited lines only, so such a claim goes unchecked."""
+    assert _bare_files("v0.9.1 vllm/a.py; v0.9.1 vllm/b.py:3, c.py L4-L5 (d.py)") == ["vllm/a.py", "d.py"]
+    bare = [
+        (record.__name__, change.field, change.first, found)
+        for record, log in changelog.LOGS.items() for change in log
+        if (record.__name__, change.field, change.first) not in BARE_FILE_ALLOWED
+        and (found := _bare_files(change.upstream))
+    ]
+    bare += [("NotAField", entry.kind, entry.first, found)
+             for entry in changelog.NOT_FIELDS if (found := _bare_files(entry.upstream))]
+    assert bare == []
+
+
+def test_each_upstream_citation_is_checked_at_the_release_it_names():
+    """Catches: a citation whose release is written at the end of the previous source line
+    (``...; v0.23.0 "`` then ``"block_pool.py:419-440``), which the citation checker reads at the
+    release of the line before (0.24.0) and so verifies other lines than the entry means."""
+    source = Path(changelog.__file__)
+    checked = {(c.version, c.path, c.start, c.end) for c in citations.find(source)}
+    entries = [(change.field, change.upstream) for log in changelog.LOGS.values() for change in log]
+    entries += [(entry.what, entry.upstream) for entry in changelog.NOT_FIELDS]
+    wrong = [
+        (name, f"v{c.version} {c.path}:{c.start}-{c.end}")
+        for name, upstream in entries
+        for c in citations.find_python(source, upstream)
+        if (c.version, c.path, c.start, c.end) not in checked
+    ]
+    assert wrong == []
+
+
+def test_the_0_7_0_v0_api_is_the_one_its_sdist_has():
+    """Catches: reset_prefix_cache and per-sequence get_seqs logged from 0.7.2 although 0.7.0 has
+    both (v0.7.0 vllm/core/block_manager.py:458-459, vllm/sequence.py:822-832), so that 0.7.0 and
+    0.7.1, which are measured, were driven without the reset the installed code offers."""
+    for release in ("0.7.0", "0.7.1"):
+        v0 = changelog.api_at(release).v0
+        assert v0 is not None and v0.reset_prefix_cache and v0.group_status_per_sequence, release
+    v0 = changelog.api_at("0.6.6.post1").v0
+    assert v0 is not None and not v0.reset_prefix_cache and not v0.group_status_per_sequence
