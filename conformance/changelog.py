@@ -20,8 +20,7 @@ exact release a change landed in, ``first`` is that release; for some API fields
 release of those read (the latest patch of each minor series) that has it, so an unread release
 before it may already have the new value. That never misleads a run: an installed version is
 driven as the nearest *known* release at or before it (:mod:`conformance.versions`), and known
-releases are the ones measured (``conformance/reports/matrix.json``) or read
-(:data:`READ_AS_MEASURED`).
+releases are the ones measured in their own environments (``conformance/reports/matrix.json``).
 """
 
 from __future__ import annotations
@@ -778,24 +777,6 @@ LOGS: dict[type, tuple[Change, ...]] = {
     KernelApi: KERNEL_API_LOG, Mechanisms: MECHANISM_LOG,
 }
 
-# Releases whose sources were read against a measured release of the same series and found the
-# same on every path the harness drives (V1 core, request, KV-cache interface, Triton kernels,
-# V0 block manager and sequence): they are driven as that release. Where they differ only outside
-# those paths, the difference is named: 0.6.5 (a docstring; inputs/data.py's multi_modal_hashes
-# and the V1 files, which 0.6.x does not drive), 0.8.0 and 0.8.1 (KVCacheConfig's fields and the
-# KV-cache config helpers of kv_cache_utils, which their KVCacheManager does not take; the V1
-# scheduler's module path; SelfAttnBlockSpaceManager.reset_prefix_cache gains an optional
-# device in 0.8.2, the same reset when none is given), 0.7.2 (Sequence.__repr__/items),
-# 0.14.0 (the encoder cache), 0.17.0 (no take_new_block_ids), 0.19.0 (an EAGLE-only path), 0.20.0
-# (start-up pool sizing; its Request differs in a structured-output argument).
-READ_AS_MEASURED: dict[str, str] = {
-    "0.6.5": "0.6.6.post1", "0.6.6": "0.6.6.post1", "0.7.2": "0.7.3", "0.8.0": "0.8.2", "0.8.1": "0.8.2",
-    "0.8.5": "0.8.5.post1",
-    "0.11.1": "0.11.2", "0.14.0": "0.14.1", "0.17.0": "0.17.1", "0.18.0": "0.18.1",
-    "0.19.0": "0.19.1", "0.20.0": "0.20.1", "0.22.0": "0.22.1", "0.25.0": "0.25.1", "0.27.0": "0.27.1",
-}
-
-
 def _values_at(record: type, release: str) -> dict[str, object]:
     key = release_key(release)
     values = dict(INITIAL[record])
@@ -894,7 +875,7 @@ FieldChange = Change
 
 __all__ = [
     "Change", "FieldChange", "NotAField", "NOT_FIELDS", "INITIAL", "OLDEST", "V1_POLICY_LOG", "V0_POLICY_LOG", "V1_API_LOG", "V0_API_LOG",
-    "KERNEL_API_LOG", "MECHANISM_LOG", "LOGS", "READ_AS_MEASURED", "ReleaseApi", "api_at", "changes_at",
+    "KERNEL_API_LOG", "MECHANISM_LOG", "LOGS", "ReleaseApi", "api_at", "changes_at",
     "check_log", "policy_named", "release_key", "v0_policy_at", "v1_policy_at", "V1_FIELD_HISTORY",
     "V0_FIELD_HISTORY",
 ]

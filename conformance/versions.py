@@ -7,8 +7,6 @@ or before it:
 
 * a release measured in its own environment (an entry of ``conformance/reports/matrix.json``
   whose run was not itself driven as another release) is driven as itself;
-* a release whose sources were read and found the same as a measured one on every path the harness
-  drives (:data:`conformance.changelog.READ_AS_MEASURED`) is driven as that one;
 * anything else is driven as the nearest earlier known release, and every printed line, report and
   page says so ("0.33.1.dev12 is not in the measured matrix: driven as 0.33.0").
 
@@ -130,11 +128,8 @@ def _is_release(text: str) -> bool:
 
 
 def known_releases() -> dict[str, str]:
-    """Every known release -> the measured release it is driven as (itself where measured)."""
-    measured = measured_releases()
-    known = {r: r for r in measured}
-    known.update({r: m for r, m in changelog.READ_AS_MEASURED.items() if m in measured and r not in measured})
-    return known
+    """Every known release -> the release it is driven as: itself, measured in its own environment."""
+    return {r: r for r in measured_releases()}
 
 
 @dataclass(frozen=True)
@@ -171,10 +166,7 @@ def target_for(installed: str, mechanisms: Mechanisms | None = None, measuring: 
     if measuring is not None and measuring == public and version.is_published_form and _is_release(public):
         return Target(public, public, True, None, changelog.api_at(public), mechanisms)
     if public in known and version.is_published_form:
-        release = known[public]
-        note = None if release == public else (
-            f"{public} is not in the measured matrix: driven as {release} "
-            "(its sources agree with that release on every path the harness drives)")
+        release, note = known[public], None
     else:
         earlier = [r for r in known if parse_version(r).key() <= version.key()]
         if not earlier:

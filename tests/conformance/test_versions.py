@@ -85,12 +85,16 @@ def test_any_version_is_driven_as_the_nearest_earlier_known_release(monkeypatch,
         assert versions.installed_v1_policy_name() == f"v{driven_as}"
 
 
-def test_a_read_release_is_driven_as_the_measured_release_it_matches(monkeypatch):
-    """Catches: 0.14.0 (read, never run) driven as 0.13.0, the nearest earlier *measured* release,
-    although its sources match 0.14.1 and differ from 0.13.0 where the harness goes."""
+def test_a_measured_earlier_patch_is_driven_as_itself_not_as_its_series_latest(monkeypatch):
+    """Catches: 0.14.0, measured in its own environment, driven as 0.14.1 (the later patch whose
+    sources it was once read as equal to) or as 0.13.0, instead of under its own policy and API."""
     fake_installed(monkeypatch, "0.14.0", V1_ONLY)
+    unmeasured = versions.installed_target()  # never a later release: nothing is read as measured
+    assert unmeasured.release == "0.13.0" and unmeasured.note == "0.14.0 is not in the measured matrix: driven as 0.13.0"
+    monkeypatch.setattr(versions, "measured_releases", lambda matrix=None: MEASURED | {"0.14.0"})
     target = versions.installed_target()
-    assert target.release == "0.14.1" and not target.exact and "agree with that release" in target.note
+    assert target.release == "0.14.0" and target.exact and target.note is None
+    assert versions.installed_v1_policy_name() == "v0.14.0"
 
 
 def test_pep440_order():
