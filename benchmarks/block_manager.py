@@ -55,6 +55,7 @@ from benchmarks.traces import (
     reference_manager,
 )
 from conformance.changelog import policy_named
+from conformance.configs import FULL, V1Config
 from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import hash_text
 from upstream.releases import V1_RELEASE, policy_name
@@ -143,10 +144,9 @@ class VllmSide:
         self._system_class = VllmV1System
 
     def prepare(self, trace: Trace) -> tuple[Any, Any, list[Any]]:
-        system = self._system_class({
-            "policy": self.policy.name, "block_size": trace.block_size, "max_model_len": trace.max_model_len,
-            "num_blocks": trace.num_blocks, "groups": [{"kind": "full"}], "hash_fn": benchmark_hash_fn(self.policy),
-        })
+        system = self._system_class(V1Config(
+            policy=self.policy, block_size=trace.block_size, max_model_len=trace.max_model_len,
+            num_blocks=trace.num_blocks, groups=(FULL,), hash_fn=benchmark_hash_fn(self.policy)))
         requests = [system.make_request(trace.request_id(i), list(p)) for i, p in enumerate(trace.prompts)]
         return system, system.manager, requests
 

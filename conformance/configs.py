@@ -2,7 +2,8 @@
 
 A machine's Hypothesis strategy draws a config object; the lockstep engine hands it to the
 semantics module's ``make_systems``, whose adapters read its fields (never a dict). A config
-holds its *policy object* (:class:`reference.blocks.policies.V0Policy`), not a name to look up.
+holds its *policy object* (:class:`reference.blocks.policies.V0Policy` or ``V1Policy``), not a
+name to look up.
 
 Trace files keep their JSON shape (:data:`conformance.trace_file.CONFIG_FIELDS`): the conversion
 happens at that boundary only, ``to_json`` when a trace is recorded (the policy written as its
@@ -16,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.changelog import policy_named
-from reference.blocks.policies import V0Policy
+from reference.blocks.policies import V0Policy, V1Policy
 from upstream.releases import V0_RELEASE, policy_name
 
 PEERS = (None, "reference")  # what a config may pair the reference with: the installed vLLM, or itself
+V1_GROUP_KINDS = ("full", "sliding")  # the KV-cache groups a V1 config may hold (trace_file.V1_GROUP_FIELDS)
+DEFAULT_ENTROPY = "5e" * 32  # hex: the "random" bytes NONE_HASH uses where a release draws them
 
 
 @dataclass(frozen=True)
@@ -73,4 +76,99 @@ class V0Config:
         return cls.from_json(config)
 
 
-__all__ = ["PEERS", "V0Config"]
+@dataclass(frozen=True)
+class V1Group:
+    """One KV-cache group of a V1 config: full attention, or a sliding window of ``window`` tokens."""
+
+    kind: str  # one of V1_GROUP_KINDS
+    window: int | None = None  # tokens; set for "sliding" groups only
+
+    def __post_init__(self) -> None:
+        if self.kind not in V1_GROUP_KINDS:
+            raise ValueError(f"V1Group.kind must be one of {V1_GROUP_KINDS}, not {self.kind!r}")
+        if self.kind == "sliding" and (not isinstance(self.window, int) or self.window < 1):
+            raise ValueError(f"a sliding V1Group needs a window of at least one token, not {self.window!r}")
+        if self.kind == "full" and self.window is not None:
+            raise ValueError(f"a full-attention V1Group has no window, got {self.window!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace file's group object (``window`` for a sliding window only)."""
+        return {"kind": self.kind} if self.window is None else {"kind": self.kind, "window": self.window}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> V1Group:
+        """A trace file's group object (checked by :mod:`conformance.trace_file`)."""
+        return cls(kind=raw["kind"], window=raw.get("window"))
+
+
+FULL = V1Group("full")
+
+
+@dataclass(frozen=True)
+class V1Config:
+    """Semantics ``"v1"``: one V1 KV-cache manager's settings and the release behaviour it follows."""
+
+    policy: V1Policy  # the reference's behaviour (vLLM's adapter requires the installed release's name)
+    block_size: int
+    num_blocks: int
+    groups: tuple[V1Group, ...]  # in the coordinator's order
+    max_model_len: int
+    enable_caching: bool = True  # prefix caching
+    hash_fn: str = "sha256"  # the block hash function's name (reference.blocks.v1.hashing)
+    pythonhashseed: str | None = None  # PYTHONHASHSEED while NONE_HASH is seeded; None: unset
+    entropy: str = DEFAULT_ENTROPY  # hex: what os.urandom returns while NONE_HASH is seeded
+    watermark: float = 0.0
+    peer: str | None = None  # "reference": the reference is paired with a second reference, not vLLM
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, V1Policy):
+            raise TypeError(f"V1Config.policy must be a V1Policy, not {self.policy!r}")
+        if not isinstance(self.groups, tuple) or not all(isinstance(g, V1Group) for g in self.groups):
+            raise TypeError(f"V1Config.groups must be a tuple of V1Group, not {self.groups!r}")
+        if self.block_size < 1 or self.num_blocks < 0 or self.max_model_len < 0:
+            raise ValueError(f"V1Config sizes out of range: block_size {self.block_size}, "
+                             f"num_blocks {self.num_blocks}, max_model_len {self.max_model_len}")
+        try:
+            bytes.fromhex(self.entropy)
+        except (TypeError, ValueError):
+            raise ValueError(f"V1Config.entropy must be a string of hex digits, not {self.entropy!r}") from None
+        if self.peer not in PEERS:
+            raise ValueError(f"V1Config.peer must be one of {PEERS}, not {self.peer!r}")
+
+    @property
+    def entropy_bytes(self) -> bytes:
+        """The bytes that stand in for ``os.urandom`` when a release seeds NONE_HASH randomly."""
+        return bytes.fromhex(self.entropy)
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace file's ``config`` object (``peer`` only when set)."""
+        out: dict[str, Any] = {
+            "policy": self.policy.name, "block_size": self.block_size, "num_blocks": self.num_blocks,
+            "groups": [g.to_json() for g in self.groups], "max_model_len": self.max_model_len,
+            "enable_caching": self.enable_caching, "hash_fn": self.hash_fn,
+            "pythonhashseed": self.pythonhashseed, "entropy": self.entropy, "watermark": self.watermark}
+        if self.peer is not None:
+            out["peer"] = self.peer
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> V1Config:
+        """A trace file's ``config`` object (checked by :mod:`conformance.trace_file`); an optional
+        field a trace leaves out takes the default above."""
+        return cls(
+            policy=policy_named(raw["policy"], V1Policy), block_size=raw["block_size"],
+            num_blocks=raw["num_blocks"], groups=tuple(V1Group.from_json(g) for g in raw["groups"]),
+            max_model_len=raw["max_model_len"], enable_caching=raw.get("enable_caching", True),
+            hash_fn=raw.get("hash_fn", "sha256"), pythonhashseed=raw.get("pythonhashseed"),
+            entropy=raw.get("entropy", DEFAULT_ENTROPY), watermark=raw.get("watermark", 0.0),
+            peer=raw.get("peer"))
+
+    @classmethod
+    def of(cls, config: V1Config | dict[str, Any]) -> V1Config:
+        """``config`` itself, or the config a trace file's JSON object describes."""
+        if isinstance(config, V1Config):
+            return config
+        return cls.from_json(config)
+
+
+__all__ = ["DEFAULT_ENTROPY", "FULL", "PEERS", "V0Config", "V1Config", "V1Group", "V1_GROUP_KINDS"]

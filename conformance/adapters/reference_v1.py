@@ -22,7 +22,7 @@ Refusals are reported by the category of the :mod:`reference.blocks.errors` clas
 usable only by the ``allocate_slots`` right after its lookup (any accepted state change in
 between makes it stale): the scheduler never lets the cache change between the two calls.
 
-This module never imports vLLM; the vLLM adapter reuses its config helpers and snapshot format.
+This module never imports vLLM; the vLLM adapter reuses its LoRA table and snapshot format.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conformance.changelog import policy_named
+from conformance.configs import V1Config
 from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, InvalidArgument, UnknownRequest
-from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import LoRAIdentity, hash_text
 from reference.blocks.v1.manager import ComputedBlocks, KVCacheManager
 from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow
@@ -41,26 +40,11 @@ from reference.blocks.v1.specs import FullAttention, GroupSpec, SlidingWindow
 # The LoRA adapters a trace may name: name, integer id, path.
 LORAS: dict[str, tuple[str, int, str]] = {"a": ("adapter-a", 1, "/loras/a"), "b": ("adapter-b", 2, "/loras/b")}
 
-DEFAULT_ENTROPY = "5e" * 32  # the "random" bytes NONE_HASH uses where a release draws them
 
-
-def group_specs(config: dict) -> list[GroupSpec]:
-    """The reference group specs a lockstep config describes."""
-    block_size = config["block_size"]
-    specs: list[GroupSpec] = []
-    for group in config["groups"]:
-        if group["kind"] == "full":
-            specs.append(FullAttention(block_size))
-        elif group["kind"] == "sliding":
-            specs.append(SlidingWindow(block_size, group["window"]))
-        else:
-            raise ValueError(f"unknown group kind {group['kind']!r}")
-    return specs
-
-
-def config_entropy(config: dict) -> bytes:
-    """The 32 bytes that stand in for ``os.urandom(32)`` when a release seeds NONE_HASH randomly."""
-    return bytes.fromhex(config.get("entropy", DEFAULT_ENTROPY))
+def group_specs(config: V1Config) -> list[GroupSpec]:
+    """The reference group specs a lockstep config describes (a group has a window iff it is sliding)."""
+    return [FullAttention(config.block_size) if g.window is None else SlidingWindow(config.block_size, g.window)
+            for g in config.groups]
 
 
 def lora_identity(name: str | None) -> LoRAIdentity | None:
@@ -74,21 +58,20 @@ def lora_identity(name: str | None) -> LoRAIdentity | None:
 class ReferenceV1System:
     """The reference KVCacheManager, driven by lockstep ops."""
 
-    def __init__(self, config: dict, label: str = "reference", policy: V1Policy | None = None) -> None:
-        """``policy`` overrides the config's named policy (tests use single-field variants)."""
+    def __init__(self, config: V1Config, label: str = "reference") -> None:
         self.label = label
         self.config = config
-        entropy = config_entropy(config)
+        entropy = config.entropy_bytes
         self.manager = KVCacheManager(
             group_specs(config),
-            config["num_blocks"],
-            config["max_model_len"],
-            policy or policy_named(config["policy"]),
-            enable_caching=config.get("enable_caching", True),
-            hash_fn=config.get("hash_fn", "sha256"),
-            pythonhashseed=config.get("pythonhashseed"),
+            config.num_blocks,
+            config.max_model_len,
+            config.policy,
+            enable_caching=config.enable_caching,
+            hash_fn=config.hash_fn,
+            pythonhashseed=config.pythonhashseed,
             entropy=lambda n: entropy[:n],
-            watermark=config.get("watermark", 0.0),
+            watermark=config.watermark,
         )
         self.pending_hits: dict[str, ComputedBlocks] = {}
         self.ops: dict[str, Callable[[dict], Any]] = {

@@ -30,8 +30,9 @@ from typing import Any
 from unittest import mock
 
 from conformance.adapters.installed_api import cached_block_ids, detect, request_filler_args
-from conformance.adapters.reference_v1 import LORAS, config_entropy
+from conformance.adapters.reference_v1 import LORAS
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
+from conformance.configs import V1Config, V1Group
 from conformance.lockstep import NotApplicable, OpError
 from conformance.versions import HarnessError, installed_v1
 from reference.blocks.v1.hashing import hash_text
@@ -60,19 +61,19 @@ class VllmV1System:
 
     label = "vllm"
 
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: V1Config) -> None:
         target, logged = installed_v1()
-        if config["policy"] != f"v{target.release}":
-            raise NotApplicable(f"config is for vLLM {config['policy']}, installed is {target.label}")
+        if config.policy.name != f"v{target.release}":
+            raise NotApplicable(f"config is for vLLM {config.policy.name}, installed is {target.label}")
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
         self.version = target.installed
         self.api = detect(logged)  # the installed code's API; the change log fills what it cannot show
         self.config = config
-        self.block_size = config["block_size"]
-        self.max_model_len = config["max_model_len"]
+        self.block_size = config.block_size
+        self.max_model_len = config.max_model_len
         self._import_vllm()
-        self.hash_fn_name = config.get("hash_fn", "sha256")
-        seed = (config.get("pythonhashseed"), config_entropy(config))
+        self.hash_fn_name = config.hash_fn
+        seed = (config.pythonhashseed, config.entropy_bytes)
         # 0.10.0's manager seeds NONE_HASH itself, in its constructor (init_none_hash(caching_hash_fn),
         # v0.10.0 vllm/v1/core/kv_cache_manager.py:87-90), so it is built in the seeded environment.
         manager_seeds = self.api.manager_hashes_blocks and self.api.none_hash_init_function
@@ -149,21 +150,21 @@ class VllmV1System:
         with _seeded_environment(pythonhashseed, entropy):
             self.kv_utils.NONE_HASH = eval(expression, vars(self.kv_utils))  # vLLM's own statement
 
-    def _spec(self, group: dict):
+    def _spec(self, group: V1Group):
         common = dict(block_size=self.block_size, num_kv_heads=1, head_size=1, dtype=self.torch.float32)
         if self.api.spec_use_mla:
             common["use_mla"] = False
-        if group["kind"] == "full":
+        if group.kind == "full":
             return self.FullAttentionSpec(**common)
-        return self.SlidingWindowSpec(**common, sliding_window=group["window"])
+        return self.SlidingWindowSpec(**common, sliding_window=group.window)
 
     def _build_manager(self):
         if not self.api.manager_takes_kv_cache_config:
             return SingleGroupManager(self._build_flat_manager(), self.version)
-        groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config["groups"])]
+        groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config.groups)]
         tensors = {"tensors": {}} if self.api.kv_config_tensors_dict else {"kv_cache_tensors": []}
-        kv_config = self.KVCacheConfig(num_blocks=self.config["num_blocks"], kv_cache_groups=groups, **tensors)
-        kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.get("enable_caching", True))
+        kv_config = self.KVCacheConfig(num_blocks=self.config.num_blocks, kv_cache_groups=groups, **tensors)
+        kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.enable_caching)
         if self.api.manager_hash_block_size_arg:
             kwargs["hash_block_size"] = self.block_size
         if self.api.manager_scheduler_block_size_arg:
@@ -175,8 +176,8 @@ class VllmV1System:
         elif self.api.manager_hashes_blocks and self.hash_fn_name != "builtin":
             raise NotApplicable(f"vLLM {self.version} hashes blocks with Python's builtin hash only")
         if self.api.manager_watermark_arg:
-            kwargs["watermark"] = self.config.get("watermark", 0.0)
-        elif self.config.get("watermark", 0.0):
+            kwargs["watermark"] = self.config.watermark
+        elif self.config.watermark:
             raise NotApplicable(f"vLLM {self.version}'s KVCacheManager has no watermark")
         manager = self.KVCacheManager(kv_config, **kwargs)
         if not self.api.manager_has_coordinator:
@@ -188,17 +189,16 @@ class VllmV1System:
         enable_caching)``, one group, hashed with the builtin hash
         (v0.8.2 vllm/v1/core/kv_cache_manager.py:20-34); the scheduler passes the model's sliding
         window (v0.8.2 vllm/v1/core/sched/scheduler.py:58-64)."""
-        groups = self.config["groups"]
+        groups = self.config.groups
         if len(groups) != 1:
             raise NotApplicable(f"vLLM {self.version}'s KVCacheManager takes one KV-cache group only")
         if self.hash_fn_name != "builtin":
             raise NotApplicable(f"vLLM {self.version} hashes blocks with Python's builtin hash only")
-        if self.config.get("watermark", 0.0):
+        if self.config.watermark:
             raise NotApplicable(f"vLLM {self.version}'s KVCacheManager has no watermark")
-        window = groups[0]["window"] if groups[0]["kind"] == "sliding" else None
-        return self.KVCacheManager(block_size=self.block_size, num_gpu_blocks=self.config["num_blocks"],
-                                   max_model_len=self.max_model_len, sliding_window=window,
-                                   enable_caching=self.config.get("enable_caching", True))
+        return self.KVCacheManager(block_size=self.block_size, num_gpu_blocks=self.config.num_blocks,
+                                   max_model_len=self.max_model_len, sliding_window=groups[0].window,
+                                   enable_caching=self.config.enable_caching)
 
     # -- the public API shared with the benchmarks ---------------------------------------------
     def make_request(self, request_id: str, tokens: list[int], salt: str | None = None, lora: str | None = None):
@@ -353,7 +353,7 @@ class VllmV1System:
         ids = op["block_ids"]
         if not self.api.evict_blocks_method:
             raise OpError("invalid_argument", f"evict_blocks does not exist in vLLM {self.version}")
-        if not all(isinstance(i, int) and 0 <= i < self.config["num_blocks"] for i in ids):
+        if not all(isinstance(i, int) and 0 <= i < self.config.num_blocks for i in ids):
             raise OpError("invalid_argument", f"block ids {ids!r} outside the pool")
         self.stamp += 1
         self.manager.evict_blocks(set(ids))

@@ -27,8 +27,9 @@ def system_for(trace: dict):
     semantics = trace.get("semantics")
     if semantics == "v1":
         from conformance.adapters.reference_v1 import ReferenceV1System
+        from conformance.configs import V1Config
 
-        return ReferenceV1System(trace["config"])
+        return ReferenceV1System(V1Config.from_json(trace["config"]))
     if semantics == "v0":
         from conformance.adapters.reference_v0 import ReferenceV0System
         from conformance.configs import V0Config

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.changelog import policy_named
-from conformance.configs import V0Config
+from conformance.configs import FULL, V0Config, V1Config, V1Group
 from conformance.lockstep import run_machine
 from conformance.machines import v0, v1
 from conformance.properties import Property
 from conformance.versions import distinct_v1_policy_names
+from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import hash_function_names
 
 CONTEXTS = [4096, 16384, 65536, 131072]
@@ -47,35 +48,33 @@ def long_prompt(unit: list[int], length: int) -> list[int]:
 
 # -- V1 -----------------------------------------------------------------------------------------
 @st.composite
-def long_v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dict:
+def long_v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -> V1Config:
     block_size = draw(st.sampled_from([16, 32]))
     enable_caching = draw(st.sampled_from([True, True, False]))
-    full = {"kind": "full"}
+    full = FULL
     if sliding:
-        sw = {"kind": "sliding", "window": 512 + draw(st.integers(0, block_size - 1))}
+        sw = V1Group("sliding", 512 + draw(st.integers(0, block_size - 1)))
         # The layouts the release's manager accepts (before 0.9.1: one group only).
-        layouts = [g for g in ([sw], [full, sw], [sw, full])
+        layouts = [g for g in ((sw,), (full, sw), (sw, full))
                    if v1.accepted_layout(g, block_size, enable_caching, policy)]
         groups = draw(st.sampled_from(layouts))
     else:
-        groups = [full]
+        groups = (full,)
     one_request = -(-MAX_MODEL_LEN // block_size) + 1
     per_group = draw(st.sampled_from([one_request, one_request + 7, BIG_POOL]))
-    config = {
-        "policy": policy,
-        "block_size": block_size,
-        "num_blocks": 1 + per_group * len(groups),
-        "groups": groups,
-        "max_model_len": MAX_MODEL_LEN,
-        "enable_caching": enable_caching,
-        "hash_fn": draw(st.sampled_from(hash_function_names(policy_named(policy)))),
-        "pythonhashseed": None,
-        "entropy": "5e" * 32,
-        "watermark": draw(st.sampled_from([0.0, 0.01])) if policy_named(policy).watermark_supported else 0.0,
-    }
-    if peer:
-        config["peer"] = peer
-    return config
+    return V1Config(
+        policy=policy,
+        block_size=block_size,
+        num_blocks=1 + per_group * len(groups),
+        groups=groups,
+        max_model_len=MAX_MODEL_LEN,
+        enable_caching=enable_caching,
+        hash_fn=draw(st.sampled_from(hash_function_names(policy))),
+        pythonhashseed=None,
+        entropy="5e" * 32,
+        watermark=draw(st.sampled_from([0.0, 0.01])) if policy.watermark_supported else 0.0,
+        peer=peer,
+    )
 
 
 class V1LongContextMachine(v1.V1Machine):
@@ -83,11 +82,11 @@ class V1LongContextMachine(v1.V1Machine):
 
     @initialize(data=st.data())
     def setup(self, data) -> None:
-        policy = data.draw(st.sampled_from(self.policies)) if self.policies else v1.target_policy()
+        policy = policy_named(data.draw(st.sampled_from(self.policies))) if self.policies else v1.target_policy()
         sliding = data.draw(st.booleans(), label="sliding")
-        config = data.draw(long_v1_configs(policy, sliding, self.peer), label="config")
-        self.start(config)
-        bs = config["block_size"]
+        self.config = data.draw(long_v1_configs(policy, sliding, self.peer), label="config")
+        self.start(self.config)
+        bs = self.config.block_size
         self.stems = []
         for _ in range(2):
             unit = data.draw(st.lists(st.sampled_from(v1.ALPHABET), min_size=bs, max_size=3 * bs), label="unit")

@@ -10,8 +10,9 @@ LoRA adapters and (v0.33.0) the watermark. After every op the engine compares th
 the whole snapshot (block tables, free-queue order, every block's ref count and hash, the
 prefix-cache map, request hashes).
 
-``make_systems`` pairs the reference with the installed vLLM, or -- with ``"peer": "reference"``
-in the config -- with a second reference, which tests the machine itself without vLLM.
+``make_systems`` pairs the reference with the installed vLLM, or -- with ``peer="reference"``
+in the config -- with a second reference, which tests the machine itself without vLLM. A config
+is a :class:`conformance.configs.V1Config` (with its policy object), drawn by :func:`v1_configs`.
 Importing this module does not import vLLM.
 """
 
@@ -21,9 +22,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from conformance.changelog import api_at, policy_named
+from conformance.configs import FULL, V1Config, V1Group
 from conformance.lockstep import LockstepMachine, run_machine
 from conformance.properties import Property
 from conformance.versions import distinct_v1_policy_names
+from reference.blocks.policies import V1Policy
 from reference.blocks.v1.hashing import hash_function_names
 
 SEMANTICS = "v1"
@@ -31,12 +34,14 @@ ALPHABET = (0, 1, 2)
 MAX_LIVE_REQUESTS = 5
 
 
-def make_systems(config: dict):
-    """(reference, vLLM) for ``config``; (reference, reference) when ``config["peer"] == "reference"``."""
+def make_systems(config: V1Config | dict):
+    """(reference, vLLM) for ``config``; (reference, reference) when ``config.peer == "reference"``.
+    A trace file's config object is read as a :class:`V1Config` here. vLLM is imported only here."""
     from conformance.adapters.reference_v1 import ReferenceV1System
 
+    config = V1Config.of(config)
     reference = ReferenceV1System(config)
-    if config.get("peer") == "reference":
+    if config.peer == "reference":
         return reference, ReferenceV1System(config, label="reference-peer")
     try:
         from conformance.adapters.vllm_v1 import VllmV1System
@@ -48,20 +53,18 @@ def make_systems(config: dict):
         raise vllm_import_failed(err) from None
 
 
-def target_policy() -> str:
-    """The policy of the installed vLLM (NotApplicable without one)."""
+def target_policy() -> V1Policy:
+    """The V1Policy of the installed vLLM (NotApplicable without one)."""
     from conformance.versions import installed_v1_policy_name
 
-    return installed_v1_policy_name()
+    return policy_named(installed_v1_policy_name())
 
 
-def accepted_layout(groups: list[dict], block_size: int, enable_caching: bool, policy: str) -> bool:
-    """Does the release of ``policy`` accept this list of groups (as config dicts)?"""
+def accepted_layout(groups: tuple[V1Group, ...], block_size: int, enable_caching: bool, rules: V1Policy) -> bool:
+    """Does the release of ``rules`` accept these groups?"""
     from reference.blocks.v1.specs import FullAttention, SlidingWindow, hybrid_layout_problem
 
-    specs = [FullAttention(block_size) if g["kind"] == "full" else SlidingWindow(block_size, g["window"])
-             for g in groups]
-    rules = policy_named(policy)
+    specs = [FullAttention(block_size) if g.window is None else SlidingWindow(block_size, g.window) for g in groups]
     return hybrid_layout_problem(specs, enable_caching, rules.hybrid_groups_any_layout,
                                  rules.hybrid_needs_distinct_specs,
                                  rules.hybrid_layout_checked_without_caching,
@@ -69,42 +72,40 @@ def accepted_layout(groups: list[dict], block_size: int, enable_caching: bool, p
 
 
 @st.composite
-def v1_configs(draw, policy: str, sliding: bool, peer: str | None = None) -> dict:
+def v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -> V1Config:
     """A lockstep config: pool, groups, caching, hashing and watermark settings."""
     block_size = draw(st.sampled_from([2, 4]))
     enable_caching = draw(st.sampled_from([True, True, True, False]))
-    full = {"kind": "full"}
+    full = FULL
     if sliding:
         # Where the manager hashes (before 0.10.1), a window no longer than a block trips vLLM's
         # own assertion in cache_full_blocks (conformance/known-upstream-bugs/
         # v0.9.2-sliding-window-decode-hash-from-null.json), so windows start past one block.
-        shortest = 2 if policy_named(policy).hashes_on_request else block_size + 1
-        sw = {"kind": "sliding", "window": draw(st.integers(shortest, 3 * block_size + 1))}
+        shortest = 2 if policy.hashes_on_request else block_size + 1
+        sw = V1Group("sliding", draw(st.integers(shortest, 3 * block_size + 1)))
         # Every order of up to three groups with at least one sliding window (the coordinator
         # and the null-block bookkeeping index groups by position), less those the release's
         # hybrid coordinator refuses (policy field hybrid_groups_any_layout).
-        layouts = [[sw], [full, sw], [sw, full], [sw, sw], [full, sw, sw], [sw, full, sw],
-                   [sw, sw, full], [full, full, sw]]
+        layouts = [(sw,), (full, sw), (sw, full), (sw, sw), (full, sw, sw), (sw, full, sw),
+                   (sw, sw, full), (full, full, sw)]
         groups = draw(st.sampled_from([g for g in layouts if accepted_layout(g, block_size, enable_caching, policy)]))
     else:
-        groups = [full]
+        groups = (full,)
     tight = draw(st.booleans())
     per_group = draw(st.integers(2, 5) if tight else st.integers(6, 12))
-    config = {
-        "policy": policy,
-        "block_size": block_size,
-        "num_blocks": 1 + per_group * len(groups),
-        "groups": groups,
-        "max_model_len": draw(st.integers(3 * block_size, 8 * block_size)),
-        "enable_caching": enable_caching,
-        "hash_fn": draw(st.sampled_from(hash_function_names(policy_named(policy)))),
-        "pythonhashseed": draw(st.sampled_from([None, "0", "1234"])),
-        "entropy": draw(st.sampled_from(["5e" * 32, "a1" * 32])),
-        "watermark": draw(st.sampled_from([0.0, 0.0, 0.25])) if policy_named(policy).watermark_supported else 0.0,
-    }
-    if peer:
-        config["peer"] = peer
-    return config
+    return V1Config(
+        policy=policy,
+        block_size=block_size,
+        num_blocks=1 + per_group * len(groups),
+        groups=groups,
+        max_model_len=draw(st.integers(3 * block_size, 8 * block_size)),
+        enable_caching=enable_caching,
+        hash_fn=draw(st.sampled_from(hash_function_names(policy))),
+        pythonhashseed=draw(st.sampled_from([None, "0", "1234"])),
+        entropy=draw(st.sampled_from(["5e" * 32, "a1" * 32])),
+        watermark=draw(st.sampled_from([0.0, 0.0, 0.25])) if policy.watermark_supported else 0.0,
+        peer=peer,
+    )
 
 
 class V1Machine(LockstepMachine):
@@ -113,7 +114,8 @@ class V1Machine(LockstepMachine):
     semantics_module = __name__
     sliding = False  # draw configs with a sliding-window group
     peer: str | None = None  # "reference": pair the reference with itself
-    policies: tuple[str, ...] = ()  # () = the installed vLLM's policy
+    policies: tuple[str, ...] = ()  # policy names; () = the installed vLLM's policy
+    config: V1Config  # drawn by setup, before any rule runs
 
     def __init__(self) -> None:
         super().__init__()
@@ -152,11 +154,11 @@ class V1Machine(LockstepMachine):
 
     def has_sliding_group(self) -> bool:
         """Does this example's config (not the class's drawing parameter) have a sliding-window group?"""
-        return any(g["kind"] == "sliding" for g in self.trace["config"]["groups"])
+        return any(g.kind == "sliding" for g in self.config.groups)
 
-    def policy(self):
+    def policy(self) -> V1Policy:
         """The V1Policy this trace runs under."""
-        return policy_named(self.trace["config"]["policy"])
+        return self.config.policy
 
     def allocation_extras(self, data, req: str) -> dict:
         # Lookahead slots exist from 0.8.4 (lookahead_supported); both sides refuse them before.
@@ -174,19 +176,19 @@ class V1Machine(LockstepMachine):
     # -- rules --------------------------------------------------------------------------------
     @initialize(data=st.data())
     def setup(self, data) -> None:
-        policy = data.draw(st.sampled_from(self.policies)) if self.policies else target_policy()
-        config = data.draw(v1_configs(policy, self.sliding, self.peer), label="config")
-        self.start(config)
-        bs = config["block_size"]
+        policy = policy_named(data.draw(st.sampled_from(self.policies))) if self.policies else target_policy()
+        self.config = data.draw(v1_configs(policy, self.sliding, self.peer), label="config")
+        self.start(self.config)
+        bs = self.config.block_size
         self.stems = [data.draw(st.lists(st.sampled_from(ALPHABET), min_size=bs, max_size=3 * bs), label="stem")
                       for _ in range(2)]
 
     @precondition(lambda self: len(self.live()) < MAX_LIVE_REQUESTS)
     @rule(data=st.data())
     def add_request(self, data) -> None:
-        limit = self.trace["config"]["max_model_len"]
+        limit = self.config.max_model_len
         stem = data.draw(st.sampled_from(self.stems + [[]]), label="stem")
-        suffix = data.draw(st.lists(st.sampled_from(ALPHABET), max_size=2 * self.trace["config"]["block_size"]))
+        suffix = data.draw(st.lists(st.sampled_from(ALPHABET), max_size=2 * self.config.block_size))
         tokens = (stem + suffix)[:limit] or [0]
         req = f"r{self.next_id}"
         self.next_id += 1
@@ -203,10 +205,10 @@ class V1Machine(LockstepMachine):
         still takes at least one (v0.8.5.post1 kv_cache_manager.py:255-263); a table that already
         has that many blocks fails the assertion. Lookahead is not drawn for such a table there.
         """
-        config = self.trace["config"]
+        config = self.config
         if self.policy().lookahead_capped_at_admission or self.a is None or req not in self.a.manager.requests:
             return False
-        most = -(-config["max_model_len"] // config["block_size"])
+        most = -(-config.max_model_len // config.block_size)
         return any(len(table) >= most for table in self.a.manager.block_ids(req))
 
     def lookup_overruns_hashes(self, req: str) -> bool:
@@ -225,22 +227,22 @@ class V1Machine(LockstepMachine):
         (V1Api.full_hit_search_indexes_hashes) and raises once every hashed block hits. Such
         lookups are not drawn; the reference searches only the hashed blocks.
         """
-        config = self.trace["config"]
-        groups = config["groups"]
+        config = self.config
+        groups = config.groups
         policy = self.policy()
-        if policy.hashes_on_request or not config.get("enable_caching", True) or len(groups) != 1 or self.a is None:
+        if policy.hashes_on_request or not config.enable_caching or len(groups) != 1 or self.a is None:
             return False
-        if groups[0]["kind"] == "sliding":
+        if groups[0].kind == "sliding":
             indexes = policy.sliding_window_managed
         else:
             api = api_at(policy.name[1:]).v1
-            indexes = groups[0]["kind"] == "full" and api is not None and api.full_hit_search_indexes_hashes
+            indexes = groups[0].kind == "full" and api is not None and api.full_hit_search_indexes_hashes
         if not indexes:
             return False
         state = self.a.manager.requests.get(req)
         if state is None or not state.block_hashes:  # unknown (refused), or hashed in full now
             return False
-        return (state.num_tokens - 1) // config["block_size"] > len(state.block_hashes)
+        return (state.num_tokens - 1) // config.block_size > len(state.block_hashes)
 
     @precondition(lambda self: bool(self.live()))
     @rule(data=st.data())
@@ -334,7 +336,7 @@ class V1Machine(LockstepMachine):
         """Reset the prefix cache (refused while blocks are in use) or evict chosen blocks (v0.33.0)."""
         can_evict = self.policy().evict_blocks_supported
         if can_evict and data.draw(st.booleans(), label="evict"):
-            top = self.trace["config"]["num_blocks"] - 1
+            top = self.config.num_blocks - 1
             ids = data.draw(st.lists(st.integers(0, top), max_size=3, unique=True), label="block_ids")
             self.act({"op": "evict_blocks", "block_ids": ids})
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from conformance import versions
-from conformance.configs import V0Config
+from conformance.configs import V0Config, V1Config
 from conformance.lockstep import NotApplicable
 from tests.conformance.pinned import unavailable
 
@@ -18,9 +18,9 @@ def v1_system():
     from conformance.adapters.vllm_v1 import VllmV1System
 
     policy = versions.installed_v1_policy_name()
-    return VllmV1System({"policy": policy, "block_size": 2, "num_blocks": 8, "max_model_len": 16,
-                         "groups": [{"kind": "full"}], "enable_caching": True, "hash_fn": "sha256",
-                         "pythonhashseed": "0", "entropy": "5e" * 32, "watermark": 0.0})
+    return VllmV1System(V1Config.from_json({
+        "policy": policy, "block_size": 2, "num_blocks": 8, "max_model_len": 16, "groups": [{"kind": "full"}],
+        "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0", "entropy": "5e" * 32, "watermark": 0.0}))
 
 
 def test_v1_make_request_and_advance_match_the_scheduler():

@@ -20,6 +20,7 @@ from hypothesis.stateful import rule
 from conformance import __main__ as cli
 from conformance import explore, report
 from conformance.adapters.reference_v1 import ReferenceV1System
+from conformance.configs import V1Config
 from conformance.corpus import TRACES
 from conformance.explorer.steps import view_v1
 from conformance.lockstep import Divergence, LockstepMachine, replay_sides, save_trace
@@ -42,7 +43,7 @@ class SwappingPeer(ReferenceV1System):
     """The planted bug: once a request has been freed, the free queue's first two blocks are
     reported swapped."""
 
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: V1Config) -> None:
         super().__init__(config, label="vllm-stand-in")
         self.freed = False
 
@@ -62,7 +63,7 @@ class SwappingPeer(ReferenceV1System):
 @pytest.fixture
 def planted(monkeypatch):
     monkeypatch.setattr(v1_machine, "make_systems",
-                        lambda config: (ReferenceV1System(config), SwappingPeer(config)))
+                        lambda config: (ReferenceV1System(V1Config.of(config)), SwappingPeer(V1Config.of(config))))
 
 
 def page_data(html: str) -> dict:
@@ -83,7 +84,7 @@ def test_a_corpus_trace_becomes_one_self_contained_page_of_the_reference_states(
     data = page_data(html)
     trace = json.loads(PREFILL.read_text())
     assert len(data["steps"]) == len(trace["ops"]) + 1
-    system = ReferenceV1System(trace["config"])
+    system = ReferenceV1System(V1Config.from_json(trace["config"]))
     for k, op in enumerate(trace["ops"], 1):
         system.apply(op)
         assert data["steps"][k]["state"] == view_v1(system.snapshot()), k

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import find
 
+from conformance.changelog import policy_named
 from conformance.configs import V0Config
 from conformance.lockstep import NotApplicable, replay, run_machine
 from conformance.machines import long_context as lc
 from tests.conformance.pinned import unavailable
+
+V1_V0_33_0 = policy_named("v0.33.0")
 
 
 @pytest.mark.reference_only
@@ -27,20 +30,20 @@ def test_v1_windows_cover_every_residue_and_every_group_order(block_size):
     """Catches: window draws that miss a residue of the window modulo the block size (the
     off-by-one cases of the window-to-block arithmetic), or a group order never drawn."""
     for residue in range(block_size):
-        find(lc.long_v1_configs("v0.33.0", True), lambda c, residue=residue: c["block_size"] == block_size and any(
-            g.get("window", -1) % block_size == residue for g in c["groups"] if g["kind"] == "sliding"))
+        find(lc.long_v1_configs(V1_V0_33_0, True), lambda c, residue=residue: c.block_size == block_size and any(
+            g.window % block_size == residue for g in c.groups if g.window is not None))
     for order in (["sliding"], ["full", "sliding"], ["sliding", "full"]):
-        find(lc.long_v1_configs("v0.33.0", True), lambda c, order=order: [g["kind"] for g in c["groups"]] == order)
+        find(lc.long_v1_configs(V1_V0_33_0, True), lambda c, order=order: [g.kind for g in c.groups] == order)
 
 
 @pytest.mark.reference_only
 def test_v1_pools_reach_real_sizes():
     """Catches: a 'real-size' property whose draws never reach a 100k-block pool or a pool that
     barely fits one 128k-token request."""
-    big = find(lc.long_v1_configs("v0.33.0", False), lambda c: c["num_blocks"] > 100_000)
-    assert big["max_model_len"] == 131072
-    tight = find(lc.long_v1_configs("v0.33.0", False), lambda c: c["num_blocks"] < 9000)
-    assert tight["num_blocks"] - 1 >= 131072 // tight["block_size"]
+    big = find(lc.long_v1_configs(V1_V0_33_0, False), lambda c: c.num_blocks > 100_000)
+    assert big.max_model_len == 131072
+    tight = find(lc.long_v1_configs(V1_V0_33_0, False), lambda c: c.num_blocks < 9000)
+    assert tight.num_blocks - 1 >= 131072 // tight.block_size
 
 
 @pytest.mark.reference_only

@@ -10,7 +10,7 @@ import pytest
 
 from conformance import __main__ as cli
 from conformance import corpus
-from conformance.configs import V0Config
+from conformance.configs import V0Config, V1Config
 from conformance.trace_file import OP_FIELDS, TraceFileError, check_trace, load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,40 @@ def test_the_reference_adapters_dispatch_exactly_the_ops_of_the_schema():
     v1_config = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 8, "max_model_len": 64,
                  "groups": [{"kind": "full"}]}
     assert set(ReferenceV0System(V0Config.from_json(V0_CONFIG)).ops) == set(OP_FIELDS["v0"])
-    assert set(ReferenceV1System(v1_config).ops) == set(OP_FIELDS["v1"])
+    assert set(ReferenceV1System(V1Config.from_json(v1_config)).ops) == set(OP_FIELDS["v1"])
+
+
+def test_a_v1_config_writes_back_the_json_it_was_read_from():
+    """Catches: a V1Config whose to_json() records a trace's config otherwise than the JSON it was
+    read from (a field renamed, dropped, reordered or defaulted differently, a group reshaped, the
+    policy written as an object rather than its name), so a recorded trace no longer replays as
+    it was drawn; and a config that takes a policy name or a full-attention group with a window."""
+    import dataclasses
+
+    from conformance.configs import V1Group
+    from conformance.trace_file import CONFIG_FIELDS
+
+    raw = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 9,
+           "groups": [{"kind": "full"}, {"kind": "sliding", "window": 5}], "max_model_len": 64,
+           "enable_caching": False, "hash_fn": "builtin", "pythonhashseed": "0", "entropy": "a1" * 32,
+           "watermark": 0.25, "peer": "reference"}
+    config = V1Config.from_json(raw)
+    assert json.dumps(config.to_json()) == json.dumps(raw)
+    assert list(dataclasses.replace(config, peer=None).to_json()) == list(raw)[:-1]
+    required = {k: raw[k] for k in CONFIG_FIELDS["v1"].required}
+    assert V1Config.from_json(required).to_json() == {**required, "enable_caching": True, "hash_fn": "sha256",
+                                                      "pythonhashseed": None, "entropy": "5e" * 32, "watermark": 0.0}
+    for path in COMMITTED:
+        trace = json.loads(path.read_text())
+        if trace["semantics"] == "v1":
+            written = V1Config.from_json(trace["config"]).to_json()
+            assert {k: written[k] for k in trace["config"]} == trace["config"], path
+    with pytest.raises(TypeError):
+        dataclasses.replace(config, policy="v0.33.0")
+    with pytest.raises(ValueError):
+        V1Group("full", 4)
+    with pytest.raises(ValueError):
+        V1Group("sliding")
 
 
 def test_a_malformed_corpus_file_fails_the_corpus_property_as_a_harness_error(monkeypatch, tmp_path):

@@ -18,6 +18,7 @@ import pytest
 
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.changelog import v1_policy_at
+from conformance.configs import V1Config
 from conformance.lockstep import NotApplicable, OpError, replay, run_machine
 from conformance.machines import v1
 from reference.blocks.policies import V1Policy
@@ -111,8 +112,8 @@ def test_module_import_does_not_import_vllm():
 
 # -- every policy field changes an observable outcome --------------------------------------------
 def run_ops(config: dict, policy: V1Policy, ops: list[dict]) -> list:
-    """Outcomes of ``ops`` and the final snapshot, for one policy."""
-    system = ReferenceV1System(config, policy=policy)
+    """Outcomes of ``ops`` and the final snapshot, for one policy (in place of the config's)."""
+    system = ReferenceV1System(dataclasses.replace(V1Config.from_json(config), policy=policy))
     outcomes = []
     for op in ops:
         try:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from conformance.changelog import api_at
+from conformance.configs import V1Config
 from conformance.machines.v1 import V1ReferencePeerLifecycle
 
 #: Shrunk by v1.lifecycle against vLLM 0.9.0: r1 holds five tokens (two full blocks of two) but
@@ -16,7 +17,8 @@ TRACE = Path(__file__).parent / "data" / "v0.9.0-full-lookup-past-hashes.json"
 def _machine_before_last_lookup(policy: str) -> V1ReferencePeerLifecycle:
     trace = json.loads(TRACE.read_text())
     machine = V1ReferencePeerLifecycle()
-    machine.start({**trace["config"], "policy": policy, "peer": "reference"})
+    machine.config = V1Config.from_json({**trace["config"], "policy": policy, "peer": "reference"})
+    machine.start(machine.config)
     for op in trace["ops"][:-1]:
         machine.step(op)
     assert trace["ops"][-1] == {"op": "get_computed_blocks", "req": "r1"}

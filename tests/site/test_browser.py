@@ -423,8 +423,9 @@ def reference_system(trace: dict):
     """The reference system of a trace, as the conformance adapters build it."""
     if trace["semantics"] == "v1":
         from conformance.adapters.reference_v1 import ReferenceV1System
+        from conformance.configs import V1Config
 
-        return ReferenceV1System(trace["config"])
+        return ReferenceV1System(V1Config.from_json(trace["config"]))
     from conformance.adapters.reference_v0 import ReferenceV0System
     from conformance.configs import V0Config
 
@@ -658,6 +659,7 @@ def test_explore_page_of_a_divergence_shows_both_sides_on_desktop_and_phone(brow
     from conformance import explore
     from conformance.__main__ import diverged_trace
     from conformance.adapters.reference_v1 import ReferenceV1System
+    from conformance.configs import V1Config
     from conformance.lockstep import replay_sides, save_trace
     from conformance.machines import v1 as v1_machine
 
@@ -675,7 +677,8 @@ def test_explore_page_of_a_divergence_shows_both_sides_on_desktop_and_phone(brow
                 snap["free_queue"] = [q[1], q[0], *q[2:]]
             return snap
 
-    monkeypatch.setattr(v1_machine, "make_systems", lambda c: (ReferenceV1System(c), SwappingPeer(c, label="vllm-stand-in")))
+    monkeypatch.setattr(v1_machine, "make_systems", lambda c: (ReferenceV1System(V1Config.of(c)),
+                                                               SwappingPeer(V1Config.of(c), label="vllm-stand-in")))
     config = {"policy": "v0.33.0", "block_size": 4, "num_blocks": 6, "groups": [{"kind": "full"}],
               "max_model_len": 64, "enable_caching": True, "hash_fn": "sha256", "pythonhashseed": "0", "peer": "reference"}
     trace = {"semantics": "v1", "config": config, "ops": [

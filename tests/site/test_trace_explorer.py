@@ -11,7 +11,7 @@ import pytest
 
 from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.adapters.reference_v1 import ReferenceV1System
-from conformance.configs import V0Config
+from conformance.configs import V0Config, V1Config
 from conformance.corpus import corpus
 from conformance.explorer.exercises import trace_questions
 from conformance.explorer.page import explorer_data, explorer_html, step_item
@@ -45,7 +45,7 @@ def test_every_step_shows_the_reference_snapshot_after_that_op() -> None:
     """Catches: a state panel showing the state of another step (off by one) or a stale copy."""
     steps = replay(V1_TRACE)
     assert len(steps) == len(V1_TRACE["ops"]) + 1 and steps[0]["op"] is None
-    system = ReferenceV1System(V1_CONFIG)
+    system = ReferenceV1System(V1Config.from_json(V1_CONFIG))
     assert steps[0]["state"] == view_v1(system.snapshot())
     for k, op in enumerate(V1_TRACE["ops"], 1):
         system.apply(op)
@@ -120,7 +120,7 @@ def test_unknown_semantics_and_long_ops_are_handled() -> None:
 
 def fresh_states(trace: dict) -> list[dict]:
     """The reference's raw snapshot after each op, replayed independently of the explorer."""
-    system = (ReferenceV1System(trace["config"]) if trace["semantics"] == "v1"
+    system = (ReferenceV1System(V1Config.from_json(trace["config"])) if trace["semantics"] == "v1"
               else ReferenceV0System(V0Config.from_json(trace["config"])))
     snaps, results = [system.snapshot()], [None]
     for op in trace["ops"]:
