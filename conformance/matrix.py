@@ -130,9 +130,16 @@ def measured(entry: dict | None) -> bool:
 
 
 def unmeasured(published: list[str], releases: dict[str, dict], since: str) -> list[str]:
-    """The published releases from ``since`` on, oldest first, that have no measured entry."""
+    """The published releases from ``since`` on, oldest first, that have no measured entry or
+    one where a property ended in a harness error (no verdict on that property)."""
     return [r for r in sorted(set(published), key=release_key)
-            if release_key(r) >= release_key(since) and not measured(releases.get(r))]
+            if release_key(r) >= release_key(since)
+            and (not measured(releases.get(r)) or harness_errors(releases[r]))]
+
+
+def harness_errors(entry: dict) -> list[str]:
+    """The properties of an entry that ended in a harness error, not a verdict."""
+    return [n for n, p in entry.get("properties", {}).items() if p.get("failure") == "harness_error"]
 
 
 def project_commit(entry: dict) -> str | None:

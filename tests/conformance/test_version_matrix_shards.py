@@ -263,21 +263,23 @@ def test_an_unbuildable_release_is_filed_with_its_reason_but_never_over_verdicts
 
 def test_missing_lists_published_releases_without_a_measured_entry(vm, capsys, monkeypatch):
     """Catches: --missing skipping a published hotfix (0.10.1.1) or post release, listing a
-    release that was measured, or treating an unbuildable entry or one driven as another release
-    as measured (those still need a run), or listing pre-releases and yanked releases."""
+    release that was measured, or treating an unbuildable entry, one driven as another release or
+    one with a harness error (0.8.1 before its stand-in) as measured (those still need a run), or
+    listing pre-releases and yanked releases."""
     files = [{"filename": n, "yanked": n.startswith("vllm-0.7.0-")} for n in (
         "vllm-0.6.2.tar.gz", "vllm-0.6.3.post1-cp38-abi3-manylinux1_x86_64.whl", "vllm-0.6.3.post1.tar.gz",
-        "vllm-0.7.0-cp38-abi3-manylinux1_x86_64.whl", "vllm-0.9.0.1-cp38-abi3-manylinux1_x86_64.whl",
+        "vllm-0.7.0-cp38-abi3-manylinux1_x86_64.whl", "vllm-0.8.1.tar.gz", "vllm-0.9.0.1-cp38-abi3-manylinux1_x86_64.whl",
         "vllm-0.9.2.tar.gz", "vllm-0.10.1.1-cp38-abi3-manylinux1_x86_64.whl", "vllm-0.11.0rc1.tar.gz",
         "vllm-0.20.2.tar.gz", "vllm-0.25.0.tar.gz", "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl")]
     monkeypatch.setattr(vm, "index_files", lambda: files)
     vm.MATRIX.write_text(json.dumps({"releases": {
         "0.9.2": canned("0.9.2"),
+        "0.8.1": {**canned("0.8.1"), "properties": {"v1.lifecycle": {"status": "failed", "failure": "harness_error"}}},
         "0.20.2": {**canned("0.20.2"), "properties": {}, "build_error": {"step": "x"}},
         "0.25.0": {**canned("0.25.0"), "driven_as": "0.25.1"},
     }}))
     vm.main(["--missing"])
-    assert capsys.readouterr().out.split() == ["0.6.3.post1", "0.9.0.1", "0.10.1.1", "0.20.2", "0.25.0", "0.34.0"]
+    assert capsys.readouterr().out.split() == ["0.6.3.post1", "0.8.1", "0.9.0.1", "0.10.1.1", "0.20.2", "0.25.0", "0.34.0"]
     vm.main(["--missing", "0.10.0"])
     assert capsys.readouterr().out.split() == ["0.10.1.1", "0.20.2", "0.25.0", "0.34.0"]
 
