@@ -102,7 +102,7 @@ class V0Ops:
 class ReferenceV0System(V0Ops):
     """The reference BlockSpaceManager, driven by lockstep ops."""
 
-    def __init__(self, config: V0Config, label: str = "reference-v0") -> None:
+    def __init__(self, config: V0Config, label: str = "reference") -> None:
         self.label = label
         self.config = config
         self.manager = BlockSpaceManager(

@@ -91,7 +91,7 @@ class VllmV0Sequences:
 
 
 class VllmV0System(V0Ops):
-    label = "vllm-v0"
+    label = "vllm"
 
     def __init__(self, config: V0Config) -> None:
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
