@@ -46,6 +46,11 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def requirement_name(requirement: str) -> str:
+    """The canonical project name of a requirement string: ``fastapi[standard]>=0.115`` -> ``fastapi``."""
+    return canonical(re.split(r"[\[=<>!~ @;]", requirement.strip())[0])
+
+
 @dataclass(frozen=True)
 class Missing:
     """A requirement pip found no distribution for."""
@@ -71,7 +76,7 @@ def missing_distribution(pip_output: str) -> Missing | None:
     versions = tuple(v.strip() for v in (offers or "").split(",") if v.strip() and v.strip() != "none")
     pinned = re.fullmatch(r"[A-Za-z0-9._-]+==([A-Za-z0-9._+!-]+)", parent.strip()) if parent else None
     return Missing(canonical(name[0]) if name else requirement, requirement,
-                   canonical(re.split(r"[=<>!~ \[]", parent)[0]) if parent else None, versions,
+                   requirement_name(parent) if parent else None, versions,
                    (pinned.group(1),) if pinned else ())
 
 

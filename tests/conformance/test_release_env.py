@@ -207,14 +207,14 @@ def test_a_left_out_pin_that_vllm_imports_anyway_gets_a_stand_in_that_loads(vm, 
         "(from versions: 0.1.0, 0.1.11, 0.1.13)")
     record = release_env.left_out_record(missing, "2025-03-21T21:28:14Z")
     pip = FakePip({})
-    unneeded = vm.install_stand_ins("0.8.2", "py", pip, ["--quiet"], "t", [record], set())
+    unneeded = vm.install_stand_ins("0.8.2", pip, ["--quiet"], [record], set())
     assert unneeded == [record] and pip.calls == []
-    got = vm.install_stand_ins("0.8.1", "py", pip, ["--quiet"], "t", [record], {"xgrammar"})
+    got = vm.install_stand_ins("0.8.1", pip, ["--quiet"], [record], {"xgrammar"})
     assert pip.calls == [("install", "--quiet", "--no-deps", "xgrammar==0.1.17")]  # 0.1.13 builds CUDA code
     assert got[0]["stand_in"] == "xgrammar==0.1.17" and got[0]["reviewed"]
     assert "backend_xgrammar.py:113-114" in got[0]["why_not_needed"] and got[0]["required"] == "xgrammar==0.1.16"
     other = release_env.left_out_record(release_env.Missing("mystery", "mystery==2", "vllm", ("1", "3")), "t")
-    assert vm.install_stand_ins("0.8.1", "py", pip, [], "t", [other], {"mystery"}) == [other]
+    assert vm.install_stand_ins("0.8.1", pip, [], [other], {"mystery"}) == [other]
 
 
 def test_the_import_probe_names_a_missing_top_level_module(tmp_path):
