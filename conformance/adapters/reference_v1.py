@@ -18,6 +18,9 @@ The vocabulary is the scheduler's side of the V1 protocol, one JSON dict per cal
 ``{"op": "reset_prefix_cache"}``  returns whether it happened.
 ``{"op": "evict_blocks", "block_ids": [...]}``  (vLLM 0.13.0 and later: ``V1Policy.evict_blocks_supported``).
 
+Each op is handled by the adapter's ``_<kind>`` method, found through :class:`V1Ops` (the table
+:func:`conformance.adapters.op_dispatch.dispatch_table` over :data:`conformance.trace_file.OP_FIELDS`
+``["v1"]``; an op outside the vocabulary is refused as ``"invalid_argument"``, as by the V0 adapters).
 Refusals are reported by the category of the :mod:`reference.blocks.errors` class. A hit is
 usable only by the ``allocate_slots`` right after its lookup (any accepted state change in
 between makes it stale): the scheduler never lets the cache change between the two calls.
@@ -27,9 +30,9 @@ This module never imports vLLM; the vLLM adapter reuses its LoRA table and snaps
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from conformance.adapters.op_dispatch import Ops, dispatch_table
 from conformance.configs import V1Config
 from conformance.lockstep import OpError
 from reference.blocks.errors import BlockManagerError, InvalidArgument, UnknownRequest
@@ -55,7 +58,14 @@ def lora_identity(name: str | None) -> LoRAIdentity | None:
     return LoRAIdentity(*LORAS[name])
 
 
-class ReferenceV1System:
+class V1Ops(Ops):
+    """What both V1 adapters share: the V1 vocabulary's dispatch (``self.ops = dispatch_table(self)``,
+    then ``self.handler(op)``; each op kind is the adapter's ``_<kind>`` method)."""
+
+    semantics = "v1"
+
+
+class ReferenceV1System(V1Ops):
     """The reference KVCacheManager, driven by lockstep ops."""
 
     def __init__(self, config: V1Config, label: str = "reference") -> None:
@@ -74,18 +84,11 @@ class ReferenceV1System:
             watermark=config.watermark,
         )
         self.pending_hits: dict[str, ComputedBlocks] = {}
-        self.ops: dict[str, Callable[[dict], Any]] = {
-            "add_request": self._add_request, "get_computed_blocks": self._get_computed_blocks,
-            "allocate_slots": self._allocate, "append_tokens": self._append_tokens,
-            "preempt": self._preempt, "free": self._free, "reset_prefix_cache": self._reset_prefix_cache,
-            "evict_blocks": self._evict_blocks,
-        }
+        self.ops = dispatch_table(self)
 
     # -- ops ----------------------------------------------------------------------------------
     def apply(self, op: dict) -> Any:
-        handler = self.ops.get(op["op"])
-        if handler is None:
-            raise OpError("invalid_argument", f"unknown op {op['op']!r}")
+        handler = self.handler(op)
         try:
             return handler(op)
         except BlockManagerError as err:
@@ -114,7 +117,7 @@ class ReferenceV1System:
     def _evict_blocks(self, op: dict) -> None:
         self.manager.evict_blocks(op["block_ids"])
 
-    def _allocate(self, op: dict) -> list[list[int]] | None:
+    def _allocate_slots(self, op: dict) -> list[list[int]] | None:
         request_id = op["req"]
         if request_id not in self.manager.requests:
             raise UnknownRequest(f"unknown request {request_id!r}")

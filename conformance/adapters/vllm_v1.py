@@ -6,7 +6,9 @@ The manager and its block pool are vLLM's own, built the way vLLM's unit tests b
 ``get_request_block_hasher``). This adapter plays the scheduler: it creates ``Request``
 objects, advances ``num_computed_tokens`` and ``status`` after a successful allocation, and
 refuses the calls a scheduler would never make (the reference refuses the same ones, with the
-same categories; vLLM itself trusts its caller and does not check).
+same categories; vLLM itself trusts its caller and does not check). Ops are dispatched as the
+reference's are (:class:`~conformance.adapters.reference_v1.V1Ops`: each op kind is a ``_<kind>``
+method).
 
 vLLM is imported only when a system is built. How to call the installed release (constructor
 arguments, request construction, which methods exist) is read from the installed code where it
@@ -30,7 +32,8 @@ from typing import Any
 from unittest import mock
 
 from conformance.adapters.installed_api import cached_block_ids, detect, request_filler_args
-from conformance.adapters.reference_v1 import LORAS
+from conformance.adapters.op_dispatch import dispatch_table
+from conformance.adapters.reference_v1 import LORAS, V1Ops
 from conformance.adapters.vllm_v1_single_group import SingleGroupManager
 from conformance.configs import V1Config, V1Group
 from conformance.lockstep import NotApplicable, OpError
@@ -56,7 +59,7 @@ def _seeded_environment(pythonhashseed: str | None, entropy: bytes):
             os.environ["PYTHONHASHSEED"] = saved
 
 
-class VllmV1System:
+class VllmV1System(V1Ops):
     """vLLM's own KVCacheManager, one ``Request`` object per live request."""
 
     label = "vllm"
@@ -95,6 +98,7 @@ class VllmV1System:
         self.requests: dict[str, Any] = {}
         self.pending_hits: dict[str, tuple[Any, int, int]] = {}  # req -> (KVCacheBlocks, length, stamp)
         self.stamp = 0
+        self.ops = dispatch_table(self)
 
     # -- construction -------------------------------------------------------------------------
     def _import_vllm(self) -> None:
@@ -261,19 +265,16 @@ class VllmV1System:
 
     # -- ops ----------------------------------------------------------------------------------
     def apply(self, op: dict) -> Any:
-        kind = op["op"]
-        if kind == "get_computed_blocks":
-            request = self._request(op["req"])
-            found = self.manager.get_computed_blocks(request)
-            blocks, length = found[0], found[1]
-            self.pending_hits[op["req"]] = (blocks, length, self.stamp)
-            return {"block_ids": [list(ids) for ids in blocks.get_block_ids()], "num_computed_tokens": length}
-        handler = getattr(self, "_op_" + kind, None)
-        if handler is None:
-            raise OpError("invalid_argument", f"unknown op {kind!r}")
-        return handler(op)
+        return self.handler(op)(op)
 
-    def _op_add_request(self, op: dict) -> None:
+    def _get_computed_blocks(self, op: dict) -> dict:
+        request = self._request(op["req"])
+        found = self.manager.get_computed_blocks(request)
+        blocks, length = found[0], found[1]
+        self.pending_hits[op["req"]] = (blocks, length, self.stamp)
+        return {"block_ids": [list(ids) for ids in blocks.get_block_ids()], "num_computed_tokens": length}
+
+    def _add_request(self, op: dict) -> None:
         request_id = op["req"]
         if not isinstance(request_id, str) or request_id in self.requests:
             raise OpError("invalid_argument", f"request id {request_id!r} is not new")
@@ -283,7 +284,7 @@ class VllmV1System:
         self.stamp += 1
         self.requests[request_id] = self.make_request(request_id, tokens, op.get("salt"), op.get("lora"))
 
-    def _op_append_tokens(self, op: dict) -> None:
+    def _append_tokens(self, op: dict) -> None:
         request = self._request(op["req"])
         if request.status != self.RequestStatus.RUNNING or request.num_computed_tokens != request.num_tokens:
             raise OpError("invalid_argument", "request has uncomputed tokens or is not running")
@@ -291,7 +292,7 @@ class VllmV1System:
         self.stamp += 1
         request.append_output_token_ids(tokens)
 
-    def _op_allocate_slots(self, op: dict) -> list[list[int]] | None:
+    def _allocate_slots(self, op: dict) -> list[list[int]] | None:
         request_id = op["req"]
         request = self._request(request_id)
         n, lookahead = op["num_new_tokens"], op.get("num_lookahead_tokens", 0)
@@ -327,7 +328,7 @@ class VllmV1System:
         self.advance_after_allocation(request, length + n)
         return [list(ids) for ids in new_blocks.get_block_ids()]
 
-    def _op_preempt(self, op: dict) -> None:
+    def _preempt(self, op: dict) -> None:
         request = self._request(op["req"])
         if request.status == self.RequestStatus.PREEMPTED:
             raise OpError("double_free", "request already preempted")
@@ -337,7 +338,7 @@ class VllmV1System:
         self.manager.free(request)
         self.advance_after_preemption(request)
 
-    def _op_free(self, op: dict) -> None:
+    def _free(self, op: dict) -> None:
         request = self._request(op["req"])
         self.stamp += 1
         self.manager.free(request)
@@ -345,11 +346,11 @@ class VllmV1System:
             self.manager.free_block_hashes(request)
         del self.requests[op["req"]]
 
-    def _op_reset_prefix_cache(self, op: dict) -> bool:
+    def _reset_prefix_cache(self, op: dict) -> bool:
         self.stamp += 1
         return bool(self.manager.reset_prefix_cache())
 
-    def _op_evict_blocks(self, op: dict) -> None:
+    def _evict_blocks(self, op: dict) -> None:
         ids = op["block_ids"]
         if not self.api.evict_blocks_method:
             raise OpError("invalid_argument", f"evict_blocks does not exist in vLLM {self.version}")

@@ -98,6 +98,53 @@ def test_both_v0_adapters_refuse_an_unknown_op_alike():
     assert diff is None and out == {"error": "invalid_argument"}
 
 
+V1_CONFIG = {"block_size": 2, "num_blocks": 8, "max_model_len": 16, "groups": [{"kind": "full"}]}
+
+# Named after a helper both V1 adapters have (``_request``): outside the vocabulary all the same.
+NOT_AN_OP = {"op": "request", "req": "r"}
+
+
+def test_the_reference_v1_adapter_refuses_an_unknown_op_as_invalid_argument():
+    """Catches: the reference V1 adapter running a method for a name outside the V1 vocabulary
+    (here its ``_request`` helper's), or refusing it otherwise than as "invalid_argument"."""
+    from conformance.adapters.reference_v1 import ReferenceV1System
+    from conformance.lockstep import outcome
+
+    system = ReferenceV1System(V1Config.from_json({"policy": "v0.33.0", **V1_CONFIG}))
+    assert outcome(system, NOT_AN_OP) == {"error": "invalid_argument"}
+
+
+def test_both_v1_adapters_refuse_an_unknown_op_alike():
+    """Catches: vLLM's V1 adapter dispatching a name outside the vocabulary to one of its methods
+    (its ``_request`` helper answers "unknown_request") or refusing it otherwise than the
+    reference does, so the two would diverge on the op itself."""
+    from conformance.adapters.reference_v1 import ReferenceV1System
+    from conformance.lockstep import compare_step
+
+    system = v1_system()
+    reference = ReferenceV1System(system.config)
+    out, diff = compare_step(reference, system, NOT_AN_OP)
+    assert diff is None and out == {"error": "invalid_argument"}
+
+
+def test_both_generations_refuse_an_unknown_op_in_one_words():
+    """Catches: the V0 and V1 adapters drifting apart in how they refuse an op outside their
+    vocabulary (category or wording)."""
+    from conformance.adapters.reference_v0 import ReferenceV0System
+    from conformance.adapters.reference_v1 import ReferenceV1System
+    from conformance.lockstep import OpError
+
+    refusals = []
+    for system in (ReferenceV0System(V0Config.from_json(V0_CONFIG)),
+                   ReferenceV1System(V1Config.from_json({"policy": "v0.33.0", **V1_CONFIG}))):
+        try:
+            system.apply({"op": "allocate_everything"})
+        except OpError as err:
+            refusals.append((err.category, err.detail))
+    assert refusals == [("invalid_argument", "unknown v0 op 'allocate_everything'"),
+                        ("invalid_argument", "unknown v1 op 'allocate_everything'")]
+
+
 def test_vllm_v0_sequences_follow_the_one_v0_sequence_model():
     """Catches: vLLM's sequences (VllmV0Sequences, used by the adapter and the benchmark) and the
     model the reference side keeps (V0Sequences) drifting apart: a status, token, computed count
