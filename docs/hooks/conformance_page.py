@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 from docs.hooks.marks import icon_symbols, mark
-from docs.hooks.page_markers import replace_marker, repo_root
+from docs.hooks.page_markers import load_or_fail, replace_marker, repo_root
 
 PAGE = "conformance.md"
 MARKER = "CONFORMANCE-STATUS"
@@ -153,10 +152,7 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     if page.file.src_uri != PAGE:
         return markdown_text
     root = repo_root(config)
-    try:
-        reports = latest_reports(root / REPORTS)
-    except ReportError as err:
-        raise PluginError(f"conformance page: {err}") from None
+    reports = load_or_fail(latest_reports, root / REPORTS, ReportError, "conformance page")
     body = with_gpu_lane(status_markdown(reports, registered_properties()), root)
     return replace_marker(markdown_text, MARKER, icon_symbols() + lanes_markdown(reports, root) + "\n" + body, PAGE)
 
@@ -165,10 +161,8 @@ def with_gpu_lane(body: str, root: Path) -> str:
     """The status with the GPU lane's section (its report, or "never run") before the properties."""
     from conformance.gpu import report as gpu_report
 
-    try:
-        section = gpu_report.conformance_markdown(gpu_report.load(root))
-    except gpu_report.ReportError as err:
-        raise PluginError(f"conformance page: {err}") from None
+    section = gpu_report.conformance_markdown(load_or_fail(gpu_report.load, root, gpu_report.ReportError,
+                                                           "conformance page"))
     return body.replace("## Properties\n", f"{section}\n## Properties\n", 1)
 
 
@@ -202,10 +196,7 @@ def lanes_markdown(reports: list[Report], root: Path) -> str:
     """Which of vLLM's kernels each lane checks, how they run, and the lane's last results."""
     from conformance.gpu import report as gpu_report
 
-    try:
-        gpu = gpu_report.load(root)
-    except gpu_report.ReportError as err:
-        raise PluginError(f"conformance page: {err}") from None
+    gpu = load_or_fail(gpu_report.load, root, gpu_report.ReportError, "conformance page")
     out = ["### Which of vLLM's kernels each lane checks\n",
            "| Lane | vLLM's kernels | How they run | Last results |", "| --- | --- | --- | --- |"]
     for lane, kernels, how, prefix in kernel_lanes():

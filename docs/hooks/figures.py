@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
+from docs.hooks.page_markers import replace_named_markers
 from docs.hooks.seed_data import (
     DEMO_BLOCK_SIZE,
     DEMO_NUM_BLOCKS,
@@ -160,14 +160,7 @@ SECTIONS = {"placement": placement_section, "workload": workload_section}
 
 def render(markdown_text: str) -> str:
     """Replace each ``SEED-FIGURE:<name>`` line with its figures."""
-
-    def replace(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in SECTIONS:
-            raise PluginError(f"{PAGE}: unknown figure {name!r} (known: {', '.join(SECTIONS)})")
-        return SECTIONS[name]()
-
-    return MARKER.sub(replace, markdown_text)
+    return replace_named_markers(markdown_text, MARKER, SECTIONS, PAGE, "figure")
 
 
 def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:

@@ -23,12 +23,11 @@ import subprocess
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 from docs.hooks.marks import icon_symbols, mark
-from docs.hooks.page_markers import replace_marker, repo_root
+from docs.hooks.page_markers import load_or_fail, replace_marker, repo_root
 
 PAGE = "releases.md"
 MARKER = "RELEASE-MATRIX"
@@ -383,18 +382,12 @@ def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files
     if page.file.src_uri != PAGE:
         return markdown_text
     root = repo_root(config)
-    try:
-        releases = read_matrix(root / MATRIX)
-    except MatrixError as err:
-        raise PluginError(f"releases page: {err}") from None
+    releases = load_or_fail(read_matrix, root / MATRIX, MatrixError, "releases page")
     fresh = freshness(releases, root, harness_paths(root / MATRIX))
     markdown_text = replace_marker(markdown_text, MARKER, matrix_markdown(releases, change_log(), fresh), PAGE)
     if LIVENESS_MARKER in markdown_text:
         from annotations.liveness import LivenessError, read
 
-        try:
-            liveness = read(root / LIVENESS)["releases"]
-        except LivenessError as err:
-            raise PluginError(f"releases page: {err}") from None
+        liveness = load_or_fail(read, root / LIVENESS, LivenessError, "releases page")["releases"]
         markdown_text = markdown_text.replace(LIVENESS_MARKER, liveness_markdown(liveness))
     return markdown_text

@@ -11,10 +11,10 @@ import re
 from collections.abc import Callable
 
 from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
+from docs.hooks.page_markers import replace_named_markers
 from docs.hooks.problems import (
     GIB,
     KIB,
@@ -186,14 +186,7 @@ SOLUTIONS: dict[str, Callable[[], str]] = {
 
 def render(markdown_text: str) -> str:
     """Replace every ``WORKED-PROBLEM:<name>`` line with its computed solution."""
-
-    def replace(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in SOLUTIONS:
-            raise PluginError(f"{PAGE}: unknown worked problem {name!r} (known: {', '.join(SOLUTIONS)})")
-        return SOLUTIONS[name]()
-
-    return MARKER.sub(replace, markdown_text)
+    return replace_named_markers(markdown_text, MARKER, SOLUTIONS, PAGE, "worked problem")
 
 
 def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:

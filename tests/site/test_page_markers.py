@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from mkdocs.exceptions import PluginError
 
-from docs.hooks.page_markers import replace_html_marker, replace_marker, repo_root
+from docs.hooks.page_markers import load_or_fail, replace_html_marker, replace_marker, replace_named_markers, repo_root
 
 
 def test_missing_marker_is_an_error_naming_page_and_marker():
@@ -37,3 +38,30 @@ def test_missing_html_marker_is_an_error_and_only_the_marker_paragraph_is_replac
     html = "<p>see BUG-EXPLORER below</p>\n<p>BUG-EXPLORER</p>\n<p>BUG-EXPLORER</p>"
     assert replace_html_marker(html, "BUG-EXPLORER", "<div/>", "p.md") == (
         "<p>see BUG-EXPLORER below</p>\n<div/>\n<p>BUG-EXPLORER</p>")
+
+
+def test_a_refused_data_file_stops_the_build_naming_the_page():
+    """Catches: a hook's broken data file (a report, the matrix, the liveness table) let through as
+    a bare exception without the page's name, or an error the reader does not own swallowed."""
+    def read(path: str) -> str:
+        if path == "broken.json":
+            raise ValueError("broken.json: not JSON")
+        if path == "missing.json":
+            raise KeyError(path)
+        return f"read {path}"
+
+    assert load_or_fail(read, "ok.json", ValueError, "releases page") == "read ok.json"
+    with pytest.raises(PluginError, match=r"^releases page: broken\.json: not JSON$"):
+        load_or_fail(read, "broken.json", ValueError, "releases page")
+    with pytest.raises(KeyError):
+        load_or_fail(read, "missing.json", ValueError, "releases page")
+
+
+def test_named_markers_are_each_replaced_and_an_unknown_name_is_an_error():
+    """Catches: a figure or worked-problem marker left on the page, replaced by another section's
+    output, or an unknown name built silently instead of failing with the known names."""
+    marker = re.compile(r"^FIG:(?P<name>[a-z-]+)$", re.MULTILINE)
+    sections = {"one": lambda: "ONE", "two": lambda: "TWO"}
+    assert replace_named_markers("a\nFIG:two\nb\nFIG:one\n", marker, sections, "p.md", "figure") == "a\nTWO\nb\nONE\n"
+    with pytest.raises(PluginError, match=r"^p\.md: unknown figure 'three' \(known: one, two\)$"):
+        replace_named_markers("FIG:three", marker, sections, "p.md", "figure")
