@@ -58,11 +58,11 @@ class Change:
 
 
 #: The oldest release the log covers: the earliest whose sources were read.
-OLDEST = "0.6.5"
+OLDEST = "0.6.3.post1"
 
 # Each record's values at the oldest release that has the mechanism: V1 records at 0.8.0 (the
-# first release with a V1 BlockPool; every 0.8.x release was read), V0 records at 0.6.5,
-# Triton kernel records at 0.8.0, mechanisms at 0.6.5.
+# first release with a V1 BlockPool; every 0.8.x release was read), V0 records at 0.6.3.post1,
+# Triton kernel records at 0.8.0, mechanisms at 0.6.3.post1.
 INITIAL: dict[type, dict[str, object]] = {
     V1Policy: dict(
         preallocate_tokens=64, lookahead_supported=False, none_hash_seed_inverted=False,
@@ -78,7 +78,8 @@ INITIAL: dict[type, dict[str, object]] = {
         single_kv_cache_group=True, pool_key_has_group_id=False, admission_counts_null_blocks=True,
         free_reversed_without_caching=False, lookahead_capped_at_admission=False,
         delay_cache_blocks_supported=False, cache_salt_supported=False),
-    V0Policy: dict(str_none_parent_hash=False),
+    V0Policy: dict(str_none_parent_hash=False, evictor_heap=False, extra_hash_in_page_hash=False,
+                   cached_tokens_tracker=False),
     V1Api: dict(
         hashing_module="vllm.utils", spec_use_mla=True, manager_hash_block_size_arg=False,
         manager_scheduler_block_size_arg=False, manager_watermark_arg=False, request_eos_argument=True,
@@ -87,7 +88,8 @@ INITIAL: dict[type, dict[str, object]] = {
         kv_config_tensors_dict=True, request_pooling_and_salt_args=False,
         manager_takes_kv_cache_config=False, manager_hash_algo_arg=False, allocate_lookahead_arg=False,
         request_prompt_arg=True, full_hit_search_indexes_hashes=False),
-    V0Api: dict(sequence_token_inputs=True, reset_prefix_cache=False, group_status_per_sequence=False),
+    V0Api: dict(sequence_token_inputs=True, reset_prefix_cache=False, group_status_per_sequence=True,
+                num_cached_tokens=False),
     KernelApi: dict(
         ops_package="vllm.attention.ops", paged_2d_masks_tail=False, unified_masks_tail=False,
         paged_2d_rocm_check_bound_at_import=False, unified_split_k_args=False, min_block_size=16,
@@ -444,6 +446,36 @@ V1_POLICY_LOG: tuple[Change, ...] = (
 
 V0_POLICY_LOG: tuple[Change, ...] = (
     Change(
+        "evictor_heap", "0.6.5", True,
+        "the LRU evictor pops a heap of (last access, -hashed tokens, block id, hash), skipping "
+        "entries an update or a removal left stale; before, it scanned the parked pages in the "
+        "order they were parked, walking on from the first while the next page was no newer, so a "
+        "page accessed again after it was parked kept its early place and could be evicted first.",
+        "the scan costs time linear in the parked pages and relies on the oldest pages coming first "
+        "(its comment says they should); the heap finds the oldest page in logarithmic time.",
+        "v0.6.5 vllm/core/evictor.py:91-118, 128-137; before: v0.6.4 vllm/core/evictor.py:84-114",
+        ("v0.10.2/vllm/core/evictor.py#evictor.lru_evictor",)),
+    Change(
+        "extra_hash_in_page_hash", "0.6.5", True,
+        "a page's hash tuple ends with an extra hash (a LoRA adapter's id, None without one), so "
+        "every page hash changes, also for sequences without an adapter.",
+        "prefix caching must not share pages between requests that run different LoRA adapters.",
+        "v0.6.5 vllm/core/block/prefix_caching_block.py:868-891; before: "
+        "v0.6.4 vllm/core/block/prefix_caching_block.py:822-842",
+        ("v0.10.2/vllm/core/block/prefix_caching_block.py#prefix_caching_block.hash_block",)),
+    Change(
+        "cached_tokens_tracker", "0.6.5", True,
+        "the manager tracks each sequence by the hashes of its full token pages and answers "
+        "get_common_computed_block_ids (and the new get_num_cached_tokens) from the leading hashes "
+        "the allocator holds as computed pages; before, it recorded the computed block ids found "
+        "among the table's ids, added every computed page even after one that was not, and stopped "
+        "looking for good once a page was missing.",
+        "the scheduler asks how many of a sequence's tokens are cached before it schedules the "
+        "sequence, when it has no block table yet; hashing the tokens answers that without one.",
+        "v0.6.5 vllm/core/block/prefix_caching_block.py:894-1020, vllm/core/block_manager.py:319-327; before: "
+        "v0.6.4 vllm/core/block/prefix_caching_block.py:537-555, 845-925",
+        ("v0.10.2/vllm/core/block/prefix_caching_block.py#prefix_caching_block.computed_blocks_tracker",)),
+    Change(
         "str_none_parent_hash", "0.7.2", True,
         "the first page of a sequence hashes with hash('None') as its parent instead of None, and "
         "that string hash (not None) marks a previous page without a hash.",
@@ -599,6 +631,20 @@ V1_API_LOG: tuple[Change, ...] = (
 )
 
 V0_API_LOG: tuple[Change, ...] = (
+    Change(
+        "group_status_per_sequence", "0.6.4", False,
+        "SequenceGroup.get_seqs(status) returns every sequence or none, by the first sequence's "
+        "status; before, a group of several filtered each sequence by its own status.",
+        "a single-sequence group needs one comparison; the rule assumes a group's sequences share "
+        "one status, which a group with a finished member beside running ones breaks.",
+        "v0.6.4 vllm/sequence.py:781-788; before: v0.6.3.post1 vllm/sequence.py:841-851"),
+    Change(
+        "num_cached_tokens", "0.6.5", True,
+        "SelfAttnBlockSpaceManager.get_num_cached_tokens(seq) exists (the behaviour: "
+        "V0Policy.cached_tokens_tracker).",
+        "the scheduler asks it for the cached prefix of a sequence before scheduling it.",
+        "v0.6.5 vllm/core/block_manager.py:512-516; before: v0.6.4 vllm/core/block_manager.py:444-451 "
+        "(the accessors before _can_swap: no get_num_cached_tokens)"),
     Change(
         "reset_prefix_cache", "0.7.0", True,
         "SelfAttnBlockSpaceManager.reset_prefix_cache() exists.",

@@ -86,12 +86,15 @@ class V0Api:
     # ``SelfAttnBlockSpaceManager.reset_prefix_cache()`` exists (from 0.7.0; 0.6.6.post1's
     # vllm/core/block_manager.py has no such method).
     reset_prefix_cache: bool
-    # ``SequenceGroup.get_seqs(status)`` filters each sequence by its own status. False (0.6.5 and
+    # ``SequenceGroup.get_seqs(status)`` filters each sequence by its own status. False (0.6.4 to
     # 0.6.6.post1, v0.6.6.post1 vllm/sequence.py:804-811): it returns every sequence or none,
     # by the *first* sequence's status, so the block manager's own get_seqs calls see a finished
     # member of a group as still running. Those releases split ``n > 1`` into single-sequence
     # groups, so the machine then finishes a group's sequences together, never one alone.
     group_status_per_sequence: bool
+    # ``SelfAttnBlockSpaceManager.get_num_cached_tokens(seq)`` exists (from 0.6.5), and the
+    # machine asks it for every new and forked sequence, as the scheduler does.
+    num_cached_tokens: bool
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ def detect_v0(logged: V0Api) -> V0Api:
         logged,
         sequence_token_inputs=hasattr(vllm.inputs, "token_inputs"),
         reset_prefix_cache=hasattr(SelfAttnBlockSpaceManager, "reset_prefix_cache"),
+        num_cached_tokens=hasattr(SelfAttnBlockSpaceManager, "get_num_cached_tokens"),
     ))
 
 

@@ -23,8 +23,8 @@ Ops (JSON dicts, ``"op"`` names the kind; the V0 scheduler call each stands for)
 ``reset_prefix_cache`` / ``hit_rate`` / ``num_free`` / ``block_table`` {seq}
 
 Refusals are reported by category (:data:`KEY_ERROR`, :data:`OUT_OF_BLOCKS`, :data:`REFUSED`; an
-op this vocabulary lacks: ``"invalid_argument"``). The reference manager takes plain
-:class:`~reference.blocks.v0.SeqView` values, so this adapter keeps the sequences themselves
+op this vocabulary lacks: ``"invalid_argument"``, from :mod:`conformance.adapters.op_dispatch`).
+The reference manager takes plain :class:`~reference.blocks.v0.SeqView` values, so this adapter keeps the sequences themselves
 (:mod:`conformance.adapters.v0_sequences`), exactly as vLLM's ``Sequence``/``SequenceGroup``
 would. :func:`snapshot` is the state both systems are compared on;
 ``conformance.adapters.vllm_v0`` builds the same shape from vLLM's objects.
@@ -34,25 +34,25 @@ This module never imports vLLM.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from conformance.adapters.op_dispatch import Ops, dispatch_table
 from conformance.adapters.v0_sequences import RUNNING, SWAPPED, WAITING, V0Sequences
 from conformance.configs import V0Config
 from conformance.lockstep import OpError
-from conformance.trace_file import OP_FIELDS
 from reference.blocks.errors import BlockManagerError, OutOfBlocks, UnknownBlock, UnknownRequest
 from reference.blocks.v0 import BlockSpaceManager, Device, SeqView
 from reference.blocks.v0.content_hash import hash_hex
 from reference.blocks.v0.device_allocator import DeviceAllocator
+from reference.blocks.v0.evictor import LRUEvictor
 from reference.blocks.v0.naive_allocator import NaiveAllocator
 from reference.blocks.v0.prefix_caching_allocator import NEVER_ACCESSED, PrefixCachingAllocator
+from reference.blocks.v0.trackers import ComputedBlockIdsTracker, ComputedBlocksTracker
 
 # Error categories both adapters agree on.
 KEY_ERROR = "key_error"          # unknown sequence or block (vLLM: KeyError)
 OUT_OF_BLOCKS = "out_of_blocks"  # pool ran dry (vLLM: NoFreeBlocksError)
 REFUSED = "refused"              # any other refusal (vLLM: AssertionError / ValueError)
-UNKNOWN_OP = "invalid_argument"  # an op outside the vocabulary (as the V1 adapters say it)
 
 
 def error_category(err: Exception) -> str:
@@ -63,31 +63,14 @@ def error_category(err: Exception) -> str:
     return REFUSED
 
 
-def dispatch_table(system: Any) -> dict[str, Callable[[dict], Any]]:
-    """A V0 adapter's table from op kind to method: every op of the trace schema
-    (:data:`conformance.trace_file.OP_FIELDS`), each handled by the adapter's ``_<kind>`` method."""
-    return {kind: getattr(system, "_" + kind) for kind in OP_FIELDS["v0"]}
+class V0Ops(Ops):
+    """What both V0 adapters share: the V0 vocabulary's dispatch (``self.ops = dispatch_table(self)``,
+    :mod:`conformance.adapters.op_dispatch`), and the ops that change only the sequences, not the
+    manager (each adapter keeps its sequences in ``self.sequences``, with the methods of
+    ``V0Sequences``)."""
 
-
-def unknown_op(kind: Any) -> OpError:
-    """The refusal of an op outside the V0 vocabulary (both V0 adapters raise it)."""
-    return OpError(UNKNOWN_OP, f"unknown v0 op {kind!r}")
-
-
-class V0Ops:
-    """What both V0 adapters share: finding an op's method in ``self.ops`` (:func:`dispatch_table`),
-    and the ops that change only the sequences, not the manager (each adapter keeps its
-    sequences in ``self.sequences``, with the methods of ``V0Sequences``)."""
-
+    semantics = "v0"
     sequences: Any
-    ops: dict[str, Callable[[dict], Any]]
-
-    def handler(self, op: dict) -> Callable[[dict], Any]:
-        """The method for ``op``; an op outside the vocabulary is refused (:func:`unknown_op`)."""
-        found = self.ops.get(op["op"])
-        if found is None:
-            raise unknown_op(op["op"])
-        return found
 
     def _add_group(self, op: dict) -> None:
         self.sequences.add_group(op["group"], op["seqs"], op["prompt"])
@@ -111,6 +94,8 @@ class ReferenceV0System(V0Ops):
             sliding_window=config.sliding_window, enable_caching=config.enable_caching, policy=config.policy)
         self.sequences = V0Sequences()
         self.ops = dispatch_table(self)
+        # What the machine may ask (read by conformance.machines.v0), as the policy's manager offers it.
+        self.supports_num_cached_tokens = config.policy.cached_tokens_tracker
 
     def apply(self, op: dict) -> Any:
         handler = self.handler(op)
@@ -199,11 +184,18 @@ def snapshot(manager: BlockSpaceManager) -> dict:
         "tokens": {str(s): [list(b.token_ids) for b in t.blocks] for s, t in tables.items()},
         "hashes": {str(s): [hash_hex(b.content_hash) for b in t.blocks] for s, t in tables.items()},
         **devices_snapshot(manager.allocator),
-        "computed_tracker": {str(s): {"hashes": [hash_hex(h) for h in hs],
-                                      "cached_tokens": manager.computed_tracker.seq_num_cached.get(s)}
-                             for s, hs in manager.computed_tracker.seq_hashes.items()},
+        "computed_tracker": computed_tracker_snapshot(manager.computed_tracker),
         "last_access": {str(s): t for s, t in manager.access_tracker.last_access.items()},
     }
+
+
+def computed_tracker_snapshot(tracker: ComputedBlocksTracker | ComputedBlockIdsTracker) -> dict:
+    """Per sequence: the token-page hashes and cached-token count, or (a policy without
+    ``cached_tokens_tracker``) the computed block ids found and whether one was missing."""
+    if isinstance(tracker, ComputedBlocksTracker):
+        return {str(s): {"hashes": [hash_hex(h) for h in hs], "cached_tokens": tracker.seq_num_cached.get(s)}
+                for s, hs in tracker.seq_hashes.items()}
+    return {str(s): {"computed_ids": list(ids), "has_gap": gap} for s, (ids, gap) in tracker.seq_blocks.items()}
 
 
 def devices_snapshot(devices: DeviceAllocator) -> dict:
@@ -232,11 +224,11 @@ def pool_snapshot(alloc: NaiveAllocator | PrefixCachingAllocator) -> dict:
                    if s.active or s.computed or s.last_accessed != NEVER_ACCESSED},
         "evictor": {
             "parked": [[b, hash_hex(h), n, la] for b, (h, n, la) in ev.table.items()],
-            "heap": [[la, n, b, hash_hex(h)] for la, n, b, h in ev.heap],
+            "heap": [[la, n, b, hash_hex(h)] for la, n, b, h in ev.heap] if isinstance(ev, LRUEvictor) else None,
         },
         "hit_rate": [metric.num_completed_groups, metric.completed_hit_rate, metric.open_queries, metric.open_hits],
     }
 
 
-__all__ = ["KEY_ERROR", "OUT_OF_BLOCKS", "REFUSED", "UNKNOWN_OP", "ReferenceV0System", "V0Ops", "devices_snapshot",
-           "dispatch_table", "error_category", "pool_snapshot", "snapshot", "unknown_op"]
+__all__ = ["KEY_ERROR", "OUT_OF_BLOCKS", "REFUSED", "ReferenceV0System", "V0Ops",
+           "computed_tracker_snapshot", "devices_snapshot", "error_category", "pool_snapshot", "snapshot"]

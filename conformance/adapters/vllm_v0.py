@@ -23,7 +23,8 @@ import os
 from typing import Any
 
 from conformance.adapters.installed_api import detect_v0
-from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED, V0Ops, dispatch_table
+from conformance.adapters.op_dispatch import dispatch_table
+from conformance.adapters.reference_v0 import KEY_ERROR, OUT_OF_BLOCKS, REFUSED, V0Ops
 from conformance.adapters.v0_sequences import FINISHED, RUNNING, SWAPPED, WAITING
 from conformance.configs import V0Config
 from conformance.lockstep import NotApplicable, OpError
@@ -101,6 +102,7 @@ class VllmV0System(V0Ops):
         self.version, self.api = target.installed, api
         # What the machine may ask of this release (read by conformance.machines.v0).
         self.supports_reset_prefix_cache = api.reset_prefix_cache
+        self.supports_num_cached_tokens = api.num_cached_tokens
         self.group_status_per_sequence = api.group_status_per_sequence
         from vllm.core.block.interfaces import BlockAllocator
         from vllm.core.block_manager import SelfAttnBlockSpaceManager
@@ -142,6 +144,9 @@ class VllmV0System(V0Ops):
 
     # -- one method per op that calls the manager (the reference adapter's names) ------------
     def _num_cached_tokens(self, op: dict) -> int:
+        if not self.supports_num_cached_tokens:  # the machine never asks; a saved trace may
+            raise NotApplicable(f"vLLM {self.version}'s V0 block manager has no get_num_cached_tokens "
+                                "(V0Api.num_cached_tokens)")
         return self.bm.get_num_cached_tokens(self.sequences.seqs[op["seq"]])
 
     def _can_allocate(self, op: dict) -> str:
@@ -230,7 +235,9 @@ class VllmV0System(V0Ops):
             "evictor": {
                 "parked": [[b, _hex(m.content_hash), m.num_hashed_tokens, m.last_accessed]
                            for b, m in ev.free_table.items()],
-                "heap": [[la, n, b, _hex(h)] for la, n, b, h in ev.priority_queue],
+                # None: the release's evictor scans its table and has no heap (V0Policy.evictor_heap).
+                "heap": ([[la, n, b, _hex(h)] for la, n, b, h in ev.priority_queue]
+                         if hasattr(ev, "priority_queue") else None),
             },
             "hit_rate": [alloc.metric_data.num_completed_blocks,
                          alloc.metric_data.completed_block_cache_hit_rate,
@@ -238,11 +245,21 @@ class VllmV0System(V0Ops):
                          alloc.metric_data.num_incompleted_block_hit],
         }
 
+    @staticmethod
+    def _computed_tracker(ct) -> dict:
+        """Per sequence: the token-page hashes and cached-token count, or (releases before 0.6.5,
+        V0Policy.cached_tokens_tracker) the computed block ids found and whether one was missing."""
+        if hasattr(ct, "_seq_id_to_blocks_hashes"):
+            return {str(s): {"hashes": [_hex(h) for h in hs],
+                             "cached_tokens": ct._seq_id_to_num_tokens_computed.get(s)}
+                    for s, hs in ct._seq_id_to_blocks_hashes.items()}
+        return {str(s): {"computed_ids": list(ids), "has_gap": gap}
+                for s, (ids, gap) in ct._cached_computed_seq_blocks.items()}
+
     def snapshot(self) -> dict:
         bm, D = self.bm, self._Device
         ca = bm.block_allocator
         tables = bm.block_tables
-        ct = bm._computed_blocks_tracker
         return {
             "tables": {str(s): list(t.physical_block_ids) for s, t in tables.items()},
             "full_slots": {str(s): t.num_full_slots for s, t in tables.items()},
@@ -253,8 +270,6 @@ class VllmV0System(V0Ops):
             "null_block": None if ca._null_block is None else ca._null_block.block_id,
             "pending_cows": [list(p) for p in ca._allocators[D.GPU]._cow_tracker._copy_on_writes],
             "swap_log": [[s, d] for s, d in ca._swap_mapping.items()],
-            "computed_tracker": {str(s): {"hashes": [_hex(h) for h in hs],
-                                          "cached_tokens": ct._seq_id_to_num_tokens_computed.get(s)}
-                                 for s, hs in ct._seq_id_to_blocks_hashes.items()},
+            "computed_tracker": self._computed_tracker(bm._computed_blocks_tracker),
             "last_access": {str(s): t for s, t in bm._last_access_blocks_tracker._seq_last_access.items()},
         }

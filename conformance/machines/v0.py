@@ -158,6 +158,11 @@ class V0Machine(LockstepMachine):
         """Do both systems offer ``capability`` (an adapter flag from V0Api; the reference has all)?"""
         return all(getattr(s, capability, True) for s in (self.a, self.b))
 
+    def _asks_cached_tokens(self) -> bool:
+        """Does the scheduler ask for a new sequence's cached tokens? With prefix caching, in the
+        releases that have get_num_cached_tokens (V0Api.num_cached_tokens)."""
+        return self.config.enable_caching and self._both_allow("supports_num_cached_tokens")
+
     def _status_per_sequence(self) -> bool:
         """Can one sequence of a group finish while the others run? (V0Api.group_status_per_sequence)"""
         return self._both_allow("group_status_per_sequence")
@@ -222,7 +227,7 @@ class V0Machine(LockstepMachine):
         self.sequences.add_group(gid, sids, prompt)
         for sid in sids:
             self.written[sid] = len(prompt)
-            if self.config.enable_caching:
+            if self._asks_cached_tokens():
                 self.act({"op": "num_cached_tokens", "seq": sid})
         self.waiting.append(gid)
         self._admit(gid)
@@ -291,7 +296,7 @@ class V0Machine(LockstepMachine):
         self.act({"op": "fork", "group": gid, "parent": parent, "child": child})
         self.sequences.fork(gid, parent, child)
         self.written[child] = self.written[parent]
-        if self.config.enable_caching:
+        if self._asks_cached_tokens():
             self.act({"op": "num_cached_tokens", "seq": child})
         self._touch(child)
 

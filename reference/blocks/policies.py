@@ -310,8 +310,36 @@ class V0Policy:
     #   v0.7.1 vllm/core/block/prefix_caching_block.py:891-904 (content_hash), 996-1012 (tracker)
     str_none_parent_hash: bool
 
+    # How the LRU evictor picks the parked page to recycle. True (from v0.6.5): a heap of
+    # (last_accessed, -num_hashed_tokens, block_id, hash), so the oldest page, then the longest
+    # prefix, then the smallest id. False: a scan of the parked pages in the order they were
+    # parked, from the first, walking on while the next page is no newer than the candidate and
+    # switching to one with more hashed tokens; a page accessed after it was parked keeps its place.
+    #   v0.6.5 vllm/core/evictor.py:91-118 (evict, add)
+    #   v0.6.4 vllm/core/evictor.py:84-111 (evict, add)
+    evictor_heap: bool
+
+    # Whether a page's hash tuple ends with its extra hash (the LoRA id; None without one).
+    # True (from v0.6.5): hash((is_first, parent, *tokens, extra_hash)). False:
+    # hash((is_first, parent, *tokens)), so every hash differs even when no page has an extra hash.
+    #   v0.6.5 vllm/core/block/prefix_caching_block.py:868-891 (hash_block_tokens)
+    #   v0.6.4 vllm/core/block/prefix_caching_block.py:822-842 (hash_block_tokens)
+    extra_hash_in_page_hash: bool
+
+    # What the manager records per sequence to answer get_common_computed_block_ids. True (from
+    # v0.6.5): the hashes of the sequence's full token pages; the cached prefix is the leading
+    # hashes the allocator holds as computed pages, and get_num_cached_tokens exists. False: the
+    # computed block ids found so far among the table's ids (all but the last), each call looking
+    # only past them; every computed page is added, also after one that is not, and once a page was
+    # missing ("a gap") nothing is added until the sequence is freed. Sequences are tracked from
+    # allocate and fork, not from their first query.
+    #   v0.6.5 vllm/core/block/prefix_caching_block.py:894-1020 (ComputedBlocksTracker)
+    #   v0.6.4 vllm/core/block/prefix_caching_block.py:537-555, 845-925 (get_computed_block_ids, tracker)
+    cached_tokens_tracker: bool
+
 # The V0 behaviour of the release the V0 notes annotate (vLLM 0.10.2): the reference V0 manager's
 # default. The change log computes the same policy for 0.10.2 (tests/conformance/test_changelog.py).
-V0_V0_10_2 = V0Policy(name="v0.10.2", str_none_parent_hash=True)
+V0_V0_10_2 = V0Policy(name="v0.10.2", str_none_parent_hash=True, evictor_heap=True,
+                      extra_hash_in_page_hash=True, cached_tokens_tracker=True)
 
 __all__ = ["V1Policy", "V0Policy", "V0_V0_10_2", "LORA_EXTRA_KEYS"]

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Optional, TypeGuard
 
 from reference.blocks.errors import DoubleFree, UnknownBlock
-from reference.blocks.v0.content_hash import NONE_HASH, page_hash
+from reference.blocks.v0.content_hash import V0_10_2_HASHING, PageHashing
 from reference.blocks.v0.faults import NullBlockMisuse
 
 
@@ -28,11 +28,9 @@ class Block:
 
     def __init__(self, prev: Optional[Block], token_ids: Iterable[int], block_size: int,
                  block_id: Optional[int], hashing: bool = False,
-                 extra_hash: Optional[int] = None, first_parent: Optional[int] = NONE_HASH) -> None:
+                 extra_hash: Optional[int] = None, scheme: PageHashing = V0_10_2_HASHING) -> None:
         self.prev = prev
-        # The first page's parent hash and the "previous page has no hash" marker
-        # (content_hash.first_page_parent: NONE_HASH, or None before vLLM 0.7.2).
-        self.first_parent = first_parent
+        self.scheme = scheme  # how the release hashes a full page
         self.token_ids: list[int] = list(token_ids)
         self.block_size = block_size
         self.block_id = block_id
@@ -113,8 +111,8 @@ class Block:
         before = pending[-1].prev
         known = before.content_hash if before is not None else None  # the Block interface only
         for block in reversed(pending):
-            known = block._hash = page_hash(block.prev is None, known, block.token_ids, block.extra_hash,
-                                            self.first_parent)
+            known = block._hash = self.scheme.page_hash(block.prev is None, known, block.token_ids,
+                                                        block.extra_hash)
         return known
 
 

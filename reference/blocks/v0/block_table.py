@@ -24,7 +24,6 @@ from typing import Optional
 
 from reference.blocks.errors import InvalidArgument
 from reference.blocks.v0.block import Block, NullBlock
-from reference.blocks.v0.content_hash import page_hash
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.page_budget import PageBudget
 from reference.blocks.v0.status import Device
@@ -156,7 +155,7 @@ class BlockTable:
         prev_hash: Optional[int] = None
         for i, part in enumerate(chunks(list(token_ids), self.block_size)):
             if len(part) == self.block_size and budget.hashing:
-                prev_hash = page_hash(i == 0, prev_hash, part, extra_hash, budget.first_parent)
+                prev_hash = budget.page_hash(i == 0, prev_hash, part, extra_hash)
                 budget.take_full(prev_hash)
             else:
                 budget.take()
@@ -191,7 +190,7 @@ class BlockTable:
             if budget.hashing and written == self.block_size:
                 block_extra = existing.extra_hash if existing is not None else extra_hash
                 tokens = (existing.token_ids if existing is not None else []) + part
-                prev_hash = page_hash(prev is None and j == 0, prev_hash, tokens, block_extra, budget.first_parent)
+                prev_hash = budget.page_hash(prev is None and j == 0, prev_hash, tokens, block_extra)
                 if prev_hash is not None:
                     budget.promote(prev_hash)
             else:
@@ -203,8 +202,8 @@ class BlockTable:
         for block in self.blocks:
             if block.is_full and budget.hashing:
                 prev = block.prev
-                budget.take_full(page_hash(prev is None, None if prev is None else prev.content_hash,
-                                           block.token_ids, block.extra_hash, budget.first_parent))
+                budget.take_full(budget.page_hash(prev is None, None if prev is None else prev.content_hash,
+                                                  block.token_ids, block.extra_hash))
             else:
                 budget.take()
 

@@ -11,44 +11,68 @@ same in every process, but the "no previous page" sentinel is ``hash('None')`` -
 which Python randomises per process unless ``PYTHONHASHSEED`` is fixed. Hashes thus agree with
 vLLM's byte for byte inside one process (which is how the lockstep conformance runs) and across
 processes only under the same ``PYTHONHASHSEED``.
+
+What differs between releases (the first page's parent, whether an extra-hash slot ends the tuple)
+is a :class:`PageHashing`, made from the release's policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
+
+from reference.blocks.policies import V0Policy
 
 # vLLM uses the *string* 'None' (v0.10.2 prefix_caching_block.py:75, :977) so that the sentinel is not the
 # constant hash(None) of Python >= 3.12.
 NONE_HASH: int = hash("None")
 
 
-def first_page_parent(str_none_parent_hash: bool) -> Optional[int]:
-    """The parent hash of a sequence's first page: ``NONE_HASH`` (from vLLM 0.7.2) or ``None``.
-
-    It doubles as the marker "the previous page has no hash yet" (policy field
-    ``V0Policy.str_none_parent_hash``).
-    """
-    return NONE_HASH if str_none_parent_hash else None
-
-
 def hash_block_tokens(is_first_block: bool, prev_block_hash: Optional[int],
                       token_ids: Sequence[int], extra_hash: Optional[int] = None) -> int:
-    """Hash one full page given the hash of the page before it (for the first page: the parent
-    that :func:`first_page_parent` gives)."""
+    """Hash one full page given the hash of the page before it, as vLLM 0.6.5 and later do
+    (for the first page: the parent :attr:`PageHashing.first_parent`)."""
     return hash((is_first_block, prev_block_hash, *token_ids, extra_hash))
 
 
-def page_hash(is_first_block: bool, prev_block_hash: Optional[int], token_ids: Sequence[int],
-              extra_hash: Optional[int], first_parent: Optional[int]) -> Optional[int]:
-    """A full page's hash given what the page before it answered for its hash (the rule of
-    :attr:`.block.Block.content_hash`): None when that page has none, i.e. answered the marker
-    ``first_parent``; a previous page that is not full answers None, which is hashed on with."""
-    if is_first_block:
-        return hash_block_tokens(True, first_parent, token_ids, extra_hash)
-    if prev_block_hash == first_parent:
-        return None
-    return hash_block_tokens(False, prev_block_hash, token_ids, extra_hash)
+@dataclass(frozen=True)
+class PageHashing:
+    """How one release hashes pages: two fields of its :class:`~reference.blocks.policies.V0Policy`."""
+
+    # The parent hash of a sequence's first page, which doubles as the marker "the previous page
+    # has no hash yet": NONE_HASH (from vLLM 0.7.2) or None (V0Policy.str_none_parent_hash).
+    first_parent: Optional[int]
+    # Whether the hashed tuple ends with the page's extra hash, None without one (from vLLM 0.6.5;
+    # V0Policy.extra_hash_in_page_hash). Before, the tuple ends with the last token.
+    extra_slot: bool
+
+    @classmethod
+    def of(cls, policy: V0Policy) -> PageHashing:
+        return cls(NONE_HASH if policy.str_none_parent_hash else None, policy.extra_hash_in_page_hash)
+
+    def block_hash(self, is_first_block: bool, prev_block_hash: Optional[int],
+                   token_ids: Sequence[int], extra_hash: Optional[int] = None) -> int:
+        """Hash one full page given the hash of the page before it (the first page: ``first_parent``)."""
+        if self.extra_slot:
+            return hash_block_tokens(is_first_block, prev_block_hash, token_ids, extra_hash)
+        # v0.6.4 vllm/core/block/prefix_caching_block.py:822-842: no extra hash at all.
+        return hash((is_first_block, prev_block_hash, *token_ids))
+
+    def page_hash(self, is_first_block: bool, prev_block_hash: Optional[int], token_ids: Sequence[int],
+                  extra_hash: Optional[int]) -> Optional[int]:
+        """A full page's hash given what the page before it answered for its hash (the rule of
+        :attr:`.block.Block.content_hash`): None when that page has none, i.e. answered the marker
+        ``first_parent``; a previous page that is not full answers None, which is hashed on with."""
+        if is_first_block:
+            return self.block_hash(True, self.first_parent, token_ids, extra_hash)
+        if prev_block_hash == self.first_parent:
+            return None
+        return self.block_hash(False, prev_block_hash, token_ids, extra_hash)
+
+
+#: vLLM 0.10.2's hashing (the reference's default).
+V0_10_2_HASHING = PageHashing(NONE_HASH, extra_slot=True)
 
 
 def hash_hex(value: Optional[int]) -> Optional[str]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from reference.blocks.errors import InvalidArgument, UnknownBlock
+from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.block import Block, NullBlock
-from reference.blocks.v0.content_hash import NONE_HASH
 from reference.blocks.v0.faults import NullBlockMisuse
 from reference.blocks.v0.naive_allocator import NaiveAllocator
 from reference.blocks.v0.prefix_caching_allocator import PrefixCachingAllocator
@@ -27,14 +27,14 @@ class DeviceAllocator:
     """Routes every page operation to the pool that owns the page."""
 
     def __init__(self, num_gpu_blocks: int, num_cpu_blocks: int, block_size: int,
-                 enable_caching: bool, first_parent: Optional[int] = NONE_HASH) -> None:
+                 enable_caching: bool, policy: V0Policy = V0_V0_10_2) -> None:
         if num_gpu_blocks < 0 or num_cpu_blocks < 0:
             raise InvalidArgument("block counts must not be negative")
         gpu_ids = range(num_gpu_blocks)
         cpu_ids = range(num_gpu_blocks, num_gpu_blocks + num_cpu_blocks)
-        if enable_caching:  # only hashing pages use the first page's parent hash
-            self.gpu: Allocator = PrefixCachingAllocator(gpu_ids, block_size, first_parent)
-            self.cpu: Allocator = PrefixCachingAllocator(cpu_ids, block_size, first_parent)
+        if enable_caching:  # the policy decides how pages are hashed and evicted
+            self.gpu: Allocator = PrefixCachingAllocator(gpu_ids, block_size, policy)
+            self.cpu: Allocator = PrefixCachingAllocator(cpu_ids, block_size, policy)
         else:
             self.gpu = NaiveAllocator(gpu_ids, block_size)
             self.cpu = NaiveAllocator(cpu_ids, block_size)
@@ -125,6 +125,12 @@ class DeviceAllocator:
 
     def num_cached_blocks_prefix(self, block_hashes: list[int]) -> int:
         return self.gpu.num_cached_blocks_prefix(block_hashes)
+
+    def is_block_computed(self, block_id: int) -> bool:
+        """Is the GPU page computed (prefix caching only; vLLM caches on the GPU alone)?"""
+        if not isinstance(self.gpu, PrefixCachingAllocator):
+            raise InvalidArgument("pages are marked computed only with prefix caching")
+        return self.gpu.is_block_computed(block_id)
 
     def get_prefix_cache_hit_rate(self, device: Device) -> float:
         return self.pool(device).get_prefix_cache_hit_rate()

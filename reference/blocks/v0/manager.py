@@ -25,12 +25,12 @@ from reference.blocks.errors import InvalidArgument, UnknownRequest
 from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.block import NullBlock
 from reference.blocks.v0.block_table import BlockTable, num_required_blocks
-from reference.blocks.v0.content_hash import first_page_parent
+from reference.blocks.v0.content_hash import PageHashing
 from reference.blocks.v0.device_allocator import DeviceAllocator
 from reference.blocks.v0.page_budget import PageBudget
 from reference.blocks.v0.sequence_view import SeqView
 from reference.blocks.v0.status import AllocStatus, Device
-from reference.blocks.v0.trackers import ComputedBlocksTracker, LastAccessTracker
+from reference.blocks.v0.trackers import ComputedBlockIdsTracker, ComputedBlocksTracker, LastAccessTracker
 
 
 class BlockSpaceManager:
@@ -57,10 +57,11 @@ class BlockSpaceManager:
         self.watermark_blocks = int(watermark * num_gpu_blocks)
         self.enable_caching = enable_caching
         self.policy = policy
-        first_parent = first_page_parent(policy.str_none_parent_hash)
-        self.allocator = DeviceAllocator(num_gpu_blocks, num_cpu_blocks, block_size, enable_caching, first_parent)
+        self.allocator = DeviceAllocator(num_gpu_blocks, num_cpu_blocks, block_size, enable_caching, policy)
         self.block_tables: dict[int, BlockTable] = {}
-        self.computed_tracker = ComputedBlocksTracker(self.allocator, block_size, enable_caching, first_parent)
+        self.computed_tracker: ComputedBlocksTracker | ComputedBlockIdsTracker = (
+            ComputedBlocksTracker(self.allocator, block_size, enable_caching, PageHashing.of(policy))
+            if policy.cached_tokens_tracker else ComputedBlockIdsTracker(self.allocator, enable_caching))
         self.access_tracker = LastAccessTracker(self.allocator)
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -114,9 +115,11 @@ class BlockSpaceManager:
                                   lambda budget: table.plan_allocate(budget, first.token_ids, first.extra_hash))
             table.allocate(list(first.token_ids), extra_hash=first.extra_hash)
         self.block_tables[first.seq_id] = table
+        self.computed_tracker.add_seq(first.seq_id)
         self.access_tracker.add_seq(first.seq_id)
         for seq in seqs[1:]:
             self.block_tables[seq.seq_id] = table.fork()
+            self.computed_tracker.add_seq(seq.seq_id)
             self.access_tracker.add_seq(seq.seq_id)
 
     # -- growth -----------------------------------------------------------------------------------
@@ -153,6 +156,7 @@ class BlockSpaceManager:
         if child_id in self.block_tables:
             raise InvalidArgument(f"sequence {child_id} already has a block table")
         self.block_tables[child_id] = self.block_tables[parent_id].fork()
+        self.computed_tracker.add_seq(child_id)
         self.access_tracker.add_seq(child_id)
 
     def free(self, seq_id: int) -> None:
@@ -222,6 +226,9 @@ class BlockSpaceManager:
         self.allocator.mark_blocks_as_computed([])
 
     def get_num_cached_tokens(self, seq: SeqView) -> int:
+        if not isinstance(self.computed_tracker, ComputedBlocksTracker):
+            raise InvalidArgument("this policy's manager keeps computed block ids, not cached-token "
+                                  "counts (V0Policy.cached_tokens_tracker)")
         return self.computed_tracker.get_num_cached_tokens(seq)
 
     def remove_seq_from_computed_blocks_tracker(self, seq_id: int) -> None:
@@ -232,8 +239,7 @@ class BlockSpaceManager:
         per_seq = []
         for seq in seqs:
             table = self._table(seq.seq_id)
-            cached = self.computed_tracker.get_num_cached_tokens(seq)
-            per_seq.append(table.physical_block_ids[:cached // self.block_size])
+            per_seq.append(self.computed_tracker.computed_block_ids(seq, table.physical_block_ids))
         return self.allocator.get_common_computed_block_ids(per_seq)
 
     def get_prefix_cache_hit_rate(self, device: Device) -> float:

@@ -18,9 +18,11 @@ is parked, so a request then is a miss and is refused.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional, Union
 
 from reference.blocks.errors import OutOfBlocks
+from reference.blocks.v0.content_hash import PageHashing
 from reference.blocks.v0.naive_allocator import NaiveAllocator
 from reference.blocks.v0.prefix_caching_allocator import PrefixCachingAllocator
 
@@ -31,11 +33,18 @@ class PageBudget:
     def __init__(self, pool: Union[NaiveAllocator, PrefixCachingAllocator]) -> None:
         self.pool = pool
         self.hashing = pool.hashing
-        self.first_parent: Optional[int] = pool.first_parent if isinstance(pool, PrefixCachingAllocator) else None
+        self.scheme: Optional[PageHashing] = pool.scheme if isinstance(pool, PrefixCachingAllocator) else None
         self.free = pool.get_num_free_blocks()
         # Hashes this mutation puts on pages in use. (A page it releases holds a hash of an earlier
         # position of the same sequence, never one the mutation asks for.)
         self.in_use: set[int] = set()
+
+    def page_hash(self, is_first_block: bool, prev_block_hash: Optional[int], token_ids: Sequence[int],
+                  extra_hash: Optional[int]) -> Optional[int]:
+        """The hash the pool would give a full page (:meth:`.content_hash.PageHashing.page_hash`);
+        only asked of a hashing pool."""
+        assert self.scheme is not None, "only a prefix-caching pool hashes pages"
+        return self.scheme.page_hash(is_first_block, prev_block_hash, token_ids, extra_hash)
 
     def take(self) -> None:
         """A page that must come from the free-id queue or the evictor."""

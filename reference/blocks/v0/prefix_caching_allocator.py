@@ -6,7 +6,7 @@ Two kinds of page coexist:
   exactly like naive pages, by an inner :class:`NaiveAllocator` that owns the free-id queue and the
   (shared) reference counts;
 * *immutable* pages - full pages, known by their content hash in ``cached`` (hash -> id). When the
-  last reference to one goes away it is *parked* in the :class:`LRUEvictor` rather than freed, so a
+  last reference to one goes away it is *parked* in the evictor (:mod:`.evictor`) rather than freed, so a
   later request with the same prefix can take it back (a cache hit) without recomputing it.
 
 A new page is taken from the free-id queue first and only then by evicting a parked page
@@ -28,9 +28,10 @@ from os.path import commonprefix
 from typing import Optional, cast
 
 from reference.blocks.errors import InvalidArgument, OutOfBlocks, UnknownBlock
+from reference.blocks.policies import V0_V0_10_2, V0Policy
 from reference.blocks.v0.block import Block, CopyOnWriteLog
-from reference.blocks.v0.content_hash import NONE_HASH, hash_hex
-from reference.blocks.v0.evictor import LRUEvictor
+from reference.blocks.v0.content_hash import PageHashing, hash_hex
+from reference.blocks.v0.evictor import make_evictor
 from reference.blocks.v0.faults import UpstreamInvariantBroken
 from reference.blocks.v0.hit_rate import HitRateMetric
 from reference.blocks.v0.naive_allocator import NaiveAllocator, chain_of
@@ -65,16 +66,17 @@ class PrefixCachingAllocator:
     hashing = True
 
     def __init__(self, block_ids: Iterable[int], block_size: int,
-                 first_parent: Optional[int] = NONE_HASH) -> None:
+                 policy: V0Policy = V0_V0_10_2) -> None:
         ids = list(block_ids)
         self.block_size = block_size
-        self.first_parent = first_parent  # content_hash.first_page_parent
+        self.scheme = PageHashing.of(policy)  # how a full page is hashed
+        self.evictor_heap = policy.evictor_heap
         self.hashless = NaiveAllocator(ids, block_size)
         self.refcounter = self.hashless.refcounter  # shared, so promotion can move a page
         self.cached: dict[int, int] = {}
         self.touched: set[int] = set()
         self.status: dict[int, PageStatus] = {b: PageStatus() for b in ids}
-        self.evictor = LRUEvictor()
+        self.evictor = make_evictor(self.evictor_heap)
         self.cows = CopyOnWriteLog()
         self.metric = HitRateMetric()
 
@@ -150,12 +152,12 @@ class PrefixCachingAllocator:
     def allocate_mutable_block(self, prev: Optional[Block], extra_hash: Optional[int] = None) -> Block:
         block_id = self._allocate_block_id()
         return Block(prev, [], self.block_size, block_id, hashing=True, extra_hash=extra_hash,
-                     first_parent=self.first_parent)
+                     scheme=self.scheme)
 
     def allocate_immutable_block(self, prev: Optional[Block], token_ids: list[int],
                                  extra_hash: Optional[int] = None) -> Block:
         block = Block(prev, token_ids, self.block_size, None, hashing=True, extra_hash=extra_hash,
-                     first_parent=self.first_parent)
+                      scheme=self.scheme)
         if block.content_hash is None:
             raise InvalidArgument("an immutable block needs a full page of tokens")
         cached_id = self.cached.get(block.content_hash)
@@ -224,7 +226,7 @@ class PrefixCachingAllocator:
         for block in chain:
             self.refcounter.incr(block.block_id)  # type: ignore[arg-type]  # checked above: an id
             prev = Block(prev, block.token_ids, self.block_size, block.block_id,
-                         hashing=True, extra_hash=block.extra_hash, first_parent=self.first_parent)
+                         hashing=True, extra_hash=block.extra_hash, scheme=self.scheme)
             forked.append(prev)
         return forked
 
@@ -331,7 +333,7 @@ class PrefixCachingAllocator:
             return False
         while (block_id := self._allocate_evicted_id()) is not None:
             self.hashless.free_id(block_id)
-        self.evictor = LRUEvictor()
+        self.evictor = make_evictor(self.evictor_heap)
         self.status = {b: PageStatus() for b in self.status}
         self.metric = HitRateMetric()
         return True
