@@ -14,7 +14,7 @@ name, ``"v0.10.2"``) and ``from_json`` when one is replayed (the name resolved t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from conformance.changelog import policy_named
 from reference.blocks.policies import V0Policy, V1Policy
@@ -25,8 +25,25 @@ V1_GROUP_KINDS = ("full", "sliding")  # the KV-cache groups a V1 config may hold
 DEFAULT_ENTROPY = "5e" * 32  # hex: the "random" bytes NONE_HASH uses where a release draws them
 
 
+class TraceConfig:
+    """A machine configuration that a trace file's ``config`` object also describes."""
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Self:
+        raise NotImplementedError
+
+    @classmethod
+    def of(cls, config: Self | dict[str, Any]) -> Self:
+        """``config`` itself, or the config a trace file's JSON object describes."""
+        if isinstance(config, cls):
+            return config
+        if not isinstance(config, dict):
+            raise TypeError(f"neither a {cls.__name__} nor a trace file's config object: {config!r}")
+        return cls.from_json(config)
+
+
 @dataclass(frozen=True)
-class V0Config:
+class V0Config(TraceConfig):
     """Semantics ``"v0"``: one V0 block manager's settings and the release behaviour it follows."""
 
     policy: V0Policy  # the reference's behaviour (vLLM's adapter follows the installed release)
@@ -68,13 +85,6 @@ class V0Config:
             sliding_window=raw.get("sliding_window"), enable_caching=raw["enable_caching"],
             peer=raw.get("peer"))
 
-    @classmethod
-    def of(cls, config: V0Config | dict[str, Any]) -> V0Config:
-        """``config`` itself, or the config a trace file's JSON object describes."""
-        if isinstance(config, V0Config):
-            return config
-        return cls.from_json(config)
-
 
 @dataclass(frozen=True)
 class V1Group:
@@ -105,7 +115,7 @@ FULL = V1Group("full")
 
 
 @dataclass(frozen=True)
-class V1Config:
+class V1Config(TraceConfig):
     """Semantics ``"v1"``: one V1 KV-cache manager's settings and the release behaviour it follows."""
 
     policy: V1Policy  # the reference's behaviour (vLLM's adapter requires the installed release's name)
@@ -163,12 +173,5 @@ class V1Config:
             entropy=raw.get("entropy", DEFAULT_ENTROPY), watermark=raw.get("watermark", 0.0),
             peer=raw.get("peer"))
 
-    @classmethod
-    def of(cls, config: V1Config | dict[str, Any]) -> V1Config:
-        """``config`` itself, or the config a trace file's JSON object describes."""
-        if isinstance(config, V1Config):
-            return config
-        return cls.from_json(config)
 
-
-__all__ = ["DEFAULT_ENTROPY", "FULL", "PEERS", "V0Config", "V1Config", "V1Group", "V1_GROUP_KINDS"]
+__all__ = ["DEFAULT_ENTROPY", "FULL", "PEERS", "TraceConfig", "V0Config", "V1Config", "V1Group", "V1_GROUP_KINDS"]
