@@ -174,3 +174,17 @@ def test_vllm_v0_sequences_follow_the_one_v0_sequence_model():
         assert state(ours, seq_id) == state(theirs, seq_id), seq_id
     assert [s.seq_id for s in ours.with_status("g", SWAPPED)] == [s.seq_id for s in theirs.with_status("g", SWAPPED)]
     assert state(ours, 1)[0] == FINISHED and ours.live("g") == [2, 3]
+
+
+def test_a_config_of_one_semantics_is_not_taken_for_the_other():
+    """Catches: ``TraceConfig.of`` handing back whatever object it is given (a V1Config passed
+    where a V0Config is expected would reach the V0 adapters and fail deep inside them), and a
+    V0 trace's JSON object not read back to the same config."""
+    import pytest
+
+    v0 = V0Config.from_json(V0_CONFIG)
+    v1 = V1Config.from_json({**V1_CONFIG, "policy": "v0.33.0"})
+    assert V0Config.of(v0) is v0 and V1Config.of(v1) is v1
+    assert V0Config.of(V0_CONFIG) == v0
+    with pytest.raises(TypeError, match="V0Config"):
+        V0Config.of(v1)  # type: ignore[arg-type]  # the mistake under test
