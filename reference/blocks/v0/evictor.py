@@ -32,12 +32,12 @@ from reference.blocks.v0.faults import UpstreamInvariantBroken
 CLEANUP_THRESHOLD = 50  # v0.10.2 evictor.py:85
 
 
-class LRUEvictor:
-    """Parked pages: ``table`` maps id -> [content hash, hashed tokens, last access]."""
+class ParkedPages:
+    """What both evictors keep: ``table`` maps a parked page's id -> [content hash, hashed tokens,
+    last access], in the order the pages were parked."""
 
     def __init__(self) -> None:
         self.table: dict[int, list] = {}
-        self.heap: list[tuple] = []
 
     def __contains__(self, block_id: int) -> bool:
         return block_id in self.table
@@ -49,10 +49,6 @@ class LRUEvictor:
     def add(self, block_id: int, content_hash: int, num_hashed_tokens: int,
             last_accessed: float) -> None:
         self.table[block_id] = [content_hash, num_hashed_tokens, last_accessed]
-        heapq.heappush(self.heap, (last_accessed, -num_hashed_tokens, block_id, content_hash))
-        if len(self.heap) > CLEANUP_THRESHOLD * len(self.table):
-            self.heap = [(la, -n, b, h) for b, (h, n, la) in self.table.items()]
-            heapq.heapify(self.heap)
 
     def update(self, block_id: int, last_accessed: float) -> None:
         if block_id not in self.table:
@@ -63,6 +59,22 @@ class LRUEvictor:
         if block_id not in self.table:
             raise UnknownBlock(f"block {block_id} is not parked in the evictor")
         del self.table[block_id]
+
+
+class LRUEvictor(ParkedPages):
+    """The parked pages and a heap of (last access, -hashed tokens, id, hash) entries over them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heap: list[tuple] = []
+
+    def add(self, block_id: int, content_hash: int, num_hashed_tokens: int,
+            last_accessed: float) -> None:
+        super().add(block_id, content_hash, num_hashed_tokens, last_accessed)
+        heapq.heappush(self.heap, (last_accessed, -num_hashed_tokens, block_id, content_hash))
+        if len(self.heap) > CLEANUP_THRESHOLD * len(self.table):
+            self.heap = [(la, -n, b, h) for b, (h, n, la) in self.table.items()]
+            heapq.heapify(self.heap)
 
     def evict(self) -> tuple[int, int]:
         """Pop the page to recycle; return (block id, the hash it held)."""
@@ -78,7 +90,7 @@ class LRUEvictor:
         raise UpstreamInvariantBroken("every heap entry of the evictor is stale")
 
 
-class ScanLRUEvictor:
+class ScanLRUEvictor(ParkedPages):
     """Parked pages in the order they were parked: ``table`` maps id -> [hash, hashed tokens, last access].
 
     ``evict`` starts from the first parked page and walks on while the next page is *no newer*
@@ -88,30 +100,6 @@ class ScanLRUEvictor:
     parking order first, access times only break runs of pages no newer than the candidate
     (``v0.6.4 vllm/core/evictor.py:84-105``; ``update`` at ``:113-114``).
     """
-
-    def __init__(self) -> None:
-        self.table: dict[int, list] = {}
-
-    def __contains__(self, block_id: int) -> bool:
-        return block_id in self.table
-
-    @property
-    def num_blocks(self) -> int:
-        return len(self.table)
-
-    def add(self, block_id: int, content_hash: int, num_hashed_tokens: int,
-            last_accessed: float) -> None:
-        self.table[block_id] = [content_hash, num_hashed_tokens, last_accessed]
-
-    def update(self, block_id: int, last_accessed: float) -> None:
-        if block_id not in self.table:
-            raise UnknownBlock(f"block {block_id} is not parked in the evictor")
-        self.table[block_id][2] = last_accessed
-
-    def remove(self, block_id: int) -> None:
-        if block_id not in self.table:
-            raise UnknownBlock(f"block {block_id} is not parked in the evictor")
-        del self.table[block_id]
 
     def evict(self) -> tuple[int, int]:
         """Take the page to recycle; return (block id, the hash it held)."""
