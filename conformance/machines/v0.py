@@ -243,7 +243,11 @@ class V0Machine(LockstepMachine):
     def decode(self, pick, token, lookahead, compute):
         gid = self.running[pick % len(self.running)]
         for sid in self.live(gid):
-            if compute:
+            # The forward pass computes only tokens that have KV slots: after a refused append the
+            # last tokens have none, and vLLM's sliding-window drop counts pages from the computed
+            # count, indexing past the table where it exceeds the written tokens
+            # (v0.10.2 vllm/core/block/block_table.py:150-159).
+            if compute and self.tokens(sid) == self.written[sid]:
                 self.act({"op": "compute", "seq": sid})
                 self.sequences.compute_all(sid)
             self.act({"op": "append_token", "seq": sid, "token": token})

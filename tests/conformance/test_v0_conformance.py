@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis.stateful import invariant
 
 from conformance.lockstep import NotApplicable, replay, run_machine
 from conformance.machines import v0
@@ -35,6 +36,28 @@ def test_machine_reference_against_reference(machine):
     result = run_machine(machine, 20, 20)
     assert result.passed, result.detail
     assert result.steps > 0
+
+
+class _ComputesOnlyWrittenTokens(v0.V0ReferencePeerLifecycle):
+    """The reference-peer lifecycle machine, checking after every rule that no live sequence
+    counts more computed tokens than its table holds slots for."""
+
+    @invariant()
+    def computed_tokens_have_slots(self):
+        for sids in self.members.values():
+            for sid in sids:
+                assert self.sequences.seqs[sid].computed <= self.written[sid], (
+                    f"seq {sid}: {self.sequences.seqs[sid].computed} computed, {self.written[sid]} written")
+
+
+@pytest.mark.reference_only
+def test_machine_computes_only_tokens_with_slots():
+    """Catches: the decode rule marking tokens computed after a refused append (tokens without
+    KV slots), a state no scheduler reaches; with a sliding window vLLM's append_slots then
+    indexes past the block table (IndexError in vLLM and the reference alike, found in the
+    0.6.3.post1 release sweep), a false divergence."""
+    result = run_machine(_ComputesOnlyWrittenTokens, 100, 30)
+    assert result.passed, result.detail
 
 
 @pytest.mark.parametrize("machine", [v0.V0LifecycleMachine, v0.V0PrefixCachingMachine],
