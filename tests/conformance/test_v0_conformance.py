@@ -54,8 +54,8 @@ class _ComputesOnlyWrittenTokens(v0.V0ReferencePeerLifecycle):
 def test_machine_computes_only_tokens_with_slots():
     """Catches: the decode rule marking tokens computed after a refused append (tokens without
     KV slots), a state no scheduler reaches; with a sliding window vLLM's append_slots then
-    indexes past the block table (IndexError in vLLM and the reference alike, found in the
-    0.6.3.post1 release sweep), a false divergence."""
+    indexes past the block table (v0.10.2 block_table.py L150-L159; the reference, which mirrors
+    those lines, raised IndexError in the 0.6.3.post1 release sweep), a false divergence."""
     result = run_machine(_ComputesOnlyWrittenTokens, 100, 30)
     assert result.passed, result.detail
 
