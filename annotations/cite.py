@@ -6,9 +6,9 @@ the line). It is written in the forms the checker already verifies (``annotation
 ``FORMAT.md``, "Upstream citations"), so a citation pasted into a page is checked by
 ``python -m annotations check`` like any other:
 
-* **Markdown**: ``vLLM v0.10.2, [`vllm/core/block_manager.py` L166-L187](<GitHub link> "<hash>"),
+* **Markdown**: ``vLLM v0.10.2, [`vllm/core/block_manager.py` L166-L183](<GitHub link> "<hash>"),
   note [`block_manager.allocate`](<site page>#block_manager.allocate) · content hash `<hash>```;
-* **plain**: ``v0.10.2/vllm/core/block_manager.py#L166-L187@<hash> (vLLM v0.10.2, note
+* **plain**: ``v0.10.2/vllm/core/block_manager.py#L166-L183@<hash> (vLLM v0.10.2, note
   block_manager.allocate) <site page>#block_manager.allocate``.
 
 The content hash is the notes' own (:func:`annotations.model.range_hash`: the first 12 hex digits
