@@ -5,10 +5,10 @@ verdict of every conformance property inside that release's own environment, the
 it ran at and how its environment was built. The page shows one row per release (its properties
 grouped: block managers, then the trace corpus, then the Triton kernels, then the CUDA kernels; a
 group a release lacks is one mark), whether each run is older than the last change to the
-reference or the harness (asked of git at build time; "unknown" without git), and the change-log
-entries first seen at that release; then each release's details; then the change log itself (the
-first release of each change, what changed, why, the upstream lines and the annotation notes that
-discuss it). Verdict marks are inline SVG (Material Design icons from mkdocs-material), so they
+code of the reference or the harness (docstrings and comments aside, ``code_changes``; asked of
+git at build time; "unknown" without git), and the change-log entries first seen at that
+release; then each release's details; then the change log itself (the first release of each
+change, what changed, why, the upstream lines and the annotation notes that discuss it). Verdict marks are inline SVG (Material Design icons from mkdocs-material), so they
 render without an emoji font. A second marker renders the V0 liveness per release measured by the
 annotations' reach probe (``annotations/v0-liveness.json``, read by ``annotations.liveness``):
 per release and configuration, what the V0 engine step reached (preemptions, forks, copies, swaps,
@@ -26,6 +26,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
+from docs.hooks.code_changes import last_code_change
 from docs.hooks.marks import icon_symbols, mark
 from docs.hooks.page_markers import load_or_fail, replace_marker, repo_root
 
@@ -107,21 +108,23 @@ def harness_paths(path: Path) -> list[str] | None:
 
 def freshness(releases: dict[str, dict], root: Path, paths: list[str] | None) -> dict[str, tuple[str, str]]:
     """Per release: ("current" | "stale" | "unknown", why), comparing the commit the run
-    recorded with the last commit that changed ``paths`` (the reference and the harness)."""
+    recorded with the last commit that changed the code under ``paths`` (the reference and the
+    harness; a commit that edits only docstrings or comments does not count, see
+    :mod:`docs.hooks.code_changes`)."""
     def git(*args: str) -> subprocess.CompletedProcess | None:
         try:
             return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             return None
 
-    last = git("log", "-1", "--format=%H %cs", "--", *paths) if paths else None
+    last = last_code_change(git, paths) if paths else None
     if paths is None:
         shared = ("unknown", "the matrix does not name the paths its verdicts depend on")
-    elif last is None or last.returncode != 0 or not last.stdout.strip():
+    elif last is None:
         shared = ("unknown", "git could not be asked when the reference or the harness last changed")
     else:
         shared = None
-        last_commit, last_day = last.stdout.split()
+        last_commit, last_day = last
     out = {}
     for version, entry in releases.items():
         project = entry.get("project") or {}
@@ -135,14 +138,14 @@ def freshness(releases: dict[str, dict], root: Path, paths: list[str] | None) ->
             if ancestor is None or ancestor.returncode not in (0, 1):
                 out[version] = ("unknown", f"commit {commit[:10]} is not in this repository")
             elif ancestor.returncode == 1:
-                out[version] = ("stale", f"run at {commit[:10]}; the reference or the harness changed after it, "
+                out[version] = ("stale", f"run at {commit[:10]}; the code of the reference or the harness changed after it, "
                                          f"last at {last_commit[:10]} ({last_day})")
             elif project.get("dirty"):
                 out[version] = ("stale", f"run at {commit[:10]} with uncommitted changes to "
                                          f"{', '.join(project.get('changed') or ['the harness'])}")
             else:
-                out[version] = ("current", f"run at {commit[:10]}, after the last change to the reference "
-                                           f"and the harness ({last_commit[:10]}, {last_day})")
+                out[version] = ("current", f"run at {commit[:10]}, after the last change to the code of the "
+                                           f"reference and the harness ({last_commit[:10]}, {last_day})")
     return out
 
 
@@ -306,8 +309,9 @@ def matrix_markdown(releases: dict[str, dict], changes: list[tuple[type, object]
                    f"{mark('harness_error')} harness error (not a verdict on vLLM or the reference) · "
                    f"{mark('not_applicable')} not applicable (one mark for a whole group the release lacks; the "
                    f"reason is in its details) · {mark('unbuilt')} environment not built. Within a cell, in "
-                   f"order: {order}. Run: {mark('current')} after the last change to `reference/` or "
-                   f"`conformance/` · {mark('stale')} before it (or with uncommitted changes) · "
+                   f"order: {order}. Run: {mark('current')} after the last change to the code of `reference/` or "
+                   f"`conformance/` (a commit that edits only docstrings or comments cannot change a verdict "
+                   f"and does not count) · {mark('stale')} before it (or with uncommitted changes) · "
                    f"{mark('unknown')} unknown (no commit recorded, or no git at build time). Hover a mark for "
                    "its property and verdict.\n")
         for version, entry in releases.items():

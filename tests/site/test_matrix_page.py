@@ -338,3 +338,47 @@ def test_a_release_lists_the_differences_that_are_not_fields():
     text = "\n".join(release_details("0.34.0", entry, ("unknown", "no commit recorded"), []))
     assert "Not a field (out of scope)" in text and "prefix_cache_hit_limit" in text
     assert "Not a field (representation)" in text
+
+
+def test_a_docstring_or_comment_edit_does_not_age_verdicts_but_code_does(history) -> None:
+    """Catches: a docstring or comment fix in the reference or the harness marking every verdict
+    stale (no verdict can change with it), and the converse, a real code change (a changed statement,
+    a changed non-docstring string, a new non-Python file) hidden by the docstring rule."""
+    repo, git = history
+    source = repo / "conformance" / "y.py"
+    source.write_text('"""A module."""\n\n\ndef f(x):\n    """Doubles."""\n    return 2 * x  # twice\n')
+    git("add", "conformance/y.py")
+    git("commit", "-qm", "code")
+    ran_at = git("rev-parse", "HEAD")
+    releases = {"0.1.0": entry("0.1.0", {"a.b": "passed"}, project={"commit": ran_at, "dirty": False})}
+    assert freshness(releases, repo, PATHS)["0.1.0"][0] == "current"
+
+    source.write_text('"""A module, reworded."""\n\n\ndef f(x):\n    """Twice x.\n\n    More."""\n'
+                      '    # a new comment\n    return 2 * x  # still twice\n')
+    git("commit", "-qam", "prose only")
+    state, why = freshness(releases, repo, PATHS)["0.1.0"]
+    assert state == "current" and ran_at[:10] in why
+
+    for new_source in ('"""A module."""\n\n\ndef f(x):\n    """Doubles."""\n    return 3 * x\n',
+                       '"""A module."""\n\n\ndef f(x):\n    """Doubles."""\n    return "x" * x\n'):
+        source.write_text(new_source)
+        git("commit", "-qam", "code change")
+        assert freshness(releases, repo, PATHS)["0.1.0"][0] == "stale"
+        git("reset", "-q", "--hard", "HEAD~1")
+    assert freshness(releases, repo, PATHS)["0.1.0"][0] == "current"
+
+    (repo / "conformance" / "data.json").write_text("{}")
+    git("add", "conformance/data.json")
+    git("commit", "-qm", "data")
+    assert freshness(releases, repo, PATHS)["0.1.0"][0] == "stale"
+
+
+def test_code_of_drops_only_docstrings() -> None:
+    """Catches: a normalisation that also drops a string statement that is not a docstring, or keeps
+    line positions (so moving code by a docstring's length would count as a change)."""
+    from docs.hooks.code_changes import code_of
+
+    assert code_of('"""doc"""\nx = 1\n') == code_of("\n\n\nx = 1  # c\n")
+    assert code_of('def f():\n    """doc"""\n    return 1\n') == code_of("def f():\n    return 1\n")
+    assert code_of('x = 1\n"""not a docstring"""\n') != code_of("x = 1\n")
+    assert code_of("def f(:\n") is None
