@@ -6,11 +6,14 @@ whether it is the first page, the hash of the previous page, its tokens and an o
 prefix up to and including themselves, which is what makes reusing them safe.
 
 The hash is Python's built-in ``hash`` of a tuple, exactly as vLLM v0.10.2 computes it
-(``v0.10.2 vllm/core/block/prefix_caching_block.py:927-953``). Tuples of ints, bools and ``None`` hash the
-same in every process, but the "no previous page" sentinel is ``hash('None')`` - a *string* hash,
-which Python randomises per process unless ``PYTHONHASHSEED`` is fixed. Hashes thus agree with
-vLLM's byte for byte inside one process (which is how the lockstep conformance runs) and across
-processes only under the same ``PYTHONHASHSEED``.
+(``v0.10.2 vllm/core/block/prefix_caching_block.py:927-953``). Two things in that tuple vary from
+process to process. The "no previous page" sentinel is ``hash('None')``, a *string* hash, which
+Python randomises per process unless ``PYTHONHASHSEED`` is fixed. And the extra hash is ``None``
+for every page without a LoRA adapter; before Python 3.12 ``hash(None)`` is derived from the
+object's address, which changes between processes whatever ``PYTHONHASHSEED`` says (ints and bools
+hash the same everywhere). Hashes thus agree with vLLM's byte for byte inside one process (which
+is how the lockstep conformance runs); across processes they agree only under the same
+``PYTHONHASHSEED`` and, on Python 3.11 and older, not even then for pages without an adapter.
 
 What differs between releases (the first page's parent, whether an extra-hash slot ends the tuple)
 is a :class:`PageHashing`, made from the release's policy.
