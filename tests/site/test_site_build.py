@@ -143,3 +143,30 @@ def test_hash_drift_fails_a_strict_build(tmp_path, monkeypatch, annotation_root,
     with caplog.at_level(logging.WARNING), pytest.raises(Abort):
         run_build(make_project(tmp_path), monkeypatch, annotation_root, fake_upstream)
     assert "twice.body" in caplog.text and "drift" in caplog.text
+
+
+def test_note_citations_in_a_reach_status_become_working_links(tmp_path, monkeypatch, fake_upstream) -> None:
+    """Catches: a note cited inside a `- reach:` status (or the file's header status) left as the raw
+    relative `v9.9.9/...#id` link, which the browser resolves under the page itself and finds nothing
+    (the prose's citations were rewritten, the badge's were not)."""
+    from tests.site.synthetic import NoteSpec
+
+    root = tmp_path / "annotations"
+    cite = "[the kernel](v9.9.9/csrc/twice.cu#twice.body)"
+    notes = {
+        "pkg/tiny.py": [NoteSpec("tiny.add", 3, 6, "Adds.", (f"reach: setting `X=1`: as in {cite}",))],
+        "csrc/twice.cu": [NoteSpec("twice.body", 2, 4, "Doubles.")],
+    }
+    for path, specs in notes.items():
+        text = annotation_text(path, "9.9.9", fake_upstream.files[("9.9.9", path)], specs)
+        if path == "csrc/twice.cu":
+            text = text.replace("title: A synthetic file\n", f"title: A synthetic file\nreach: setting `Y=1`: see {cite}\n")
+        write_annotation(root, "9.9.9", path, text)
+    site = run_build(make_project(tmp_path), monkeypatch, root, fake_upstream)
+    for page_dir in (site / "sources" / "v9.9.9" / "pkg" / "tiny.py", site / "sources" / "v9.9.9" / "csrc" / "twice.cu"):
+        page = (page_dir / "index.html").read_text()
+        assert 'href="v9.9.9/' not in page
+        hrefs = re.findall(r'<a href="([^"#]*)#twice\.body">the kernel</a>', page)
+        assert hrefs, f"no resolved link to twice.body in {page_dir.name}"
+        for rel in hrefs:
+            assert 'id="twice.body"' in (page_dir / rel / "index.html").resolve().read_text()
