@@ -20,6 +20,7 @@ follow, and the banner a per-file summary (``docs/hooks/drift_view.py``).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from html import escape
 
 import markdown
@@ -30,7 +31,7 @@ from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 
 from annotations import drift, model
-from annotations.model import AnnotationFile, Note
+from annotations.model import AnnotationFile
 from docs.hooks import drift_view
 from docs.hooks.compare_page import compare_src_uri
 from docs.hooks.page_markers import replace_html_marker, replace_marker, repo_root
@@ -190,33 +191,33 @@ def _registered_properties() -> set[str] | None:
     return property_names()
 
 
-def _note_resolver(links: _PageLinks):
-    """The URL, relative to this page, of a cited annotated note (or file), or None."""
+def _renderer(config: MkDocsConfig, links: _PageLinks, ann: AnnotationFile):
+    """``render(text, where)``: Markdown to HTML with every note citation made a link relative to
+    this page; a citation of no annotated note is logged, naming ``where`` it stands."""
+    md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
+
     def resolve(version: str, path: str, note_id: str | None) -> str | None:
         target = links.sources.note_target(version, path, note_id)
         url = None if target is None else links._url(target)
         return None if url is None else url + (f"#{note_id}" if note_id else "")
-    return resolve
+
+    def render(text: str, where: str) -> str:
+        rewritten, missing = rewrite_citations(text, resolve)
+        for cited in missing:
+            log.warning("%s: %s cites %s, which is not an annotated note", ann.path, where, cited)
+        return md.reset().convert(rewritten)
+    return render
 
 
 def _render_bodies(entry: SourceEntry, page: Page, config: MkDocsConfig, links: _PageLinks,
                    page_drift: drift_view.PageDrift | None = None) -> dict[str, str]:
-    md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
+    render = _renderer(config, links, entry.annotation)
     bodies: dict[str, str] = {}
-    resolve = _note_resolver(links)
     for note in entry.annotation.notes:
-
-        def render(text: str, where: str, note: Note = note) -> str:
-            """Markdown of the note's prose, status or drift text, its note citations made links."""
-            rewritten, missing = rewrite_citations(text, resolve)
-            for cited in missing:
-                log.warning("%s: note `%s` cites %s in its %s, which is not an annotated note",
-                            entry.annotation.path, note.id, cited, where)
-            return md.reset().convert(rewritten)
-
-        badge = note_badge_html(entry.annotation, note, lambda text: render(text, "reach status"))
-        drift_box = drift_view.note_html(page_drift, entry.annotation, note, lambda text: render(text, "drift text"))
-        bodies[note.id] = badge + drift_box + render(note.body, "prose")
+        where = f"note `{note.id}`"
+        badge = note_badge_html(entry.annotation, note, partial(render, where=where + "'s reach status"))
+        drift_box = drift_view.note_html(page_drift, entry.annotation, note, partial(render, where=where + "'s drift text"))
+        bodies[note.id] = badge + drift_box + render(note.body, where)
     return bodies
 
 
@@ -235,11 +236,10 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
         log.warning("%s: drift lines not shown: %s", ann.path, page_drift.problem)
     code = render_source(ann, entry.data, _render_bodies(entry, page, config, links, page_drift), links, config.site_url)
     html = replace_html_marker(html, f"{PAGE_MARKER}-CODE", code, page.file.src_uri)
-    md = markdown.Markdown(extensions=config.markdown_extensions, extension_configs=config.mdx_configs or {})
-    resolve = _note_resolver(links)
+    render = _renderer(config, links, ann)
     html = replace_html_marker(html, PAGE_MARKER, banner_html(ann, entry.data, stale)
                                + drift_view.file_summary_html(page_drift, ann)
-                               + legend_html(ann, lambda text: md.reset().convert(rewrite_citations(text, resolve)[0])),
+                               + legend_html(ann, partial(render, where="the header's reach status")),
                                page.file.src_uri)
     if page.present_anchor_ids is not None:
         page.present_anchor_ids |= anchor_ids(ann, entry.line_count)

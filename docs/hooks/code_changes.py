@@ -43,9 +43,10 @@ def _ok(done: subprocess.CompletedProcess | None) -> str | None:
 def changes_code(git: Git, commit: str, paths: Sequence[str]) -> bool:
     """Whether ``commit`` changes the code (not only docstrings or comments) of a file under ``paths``."""
     files = _ok(git("diff", "--name-only", f"{commit}^", commit, "--", *paths))
-    if not files or not files.split():
+    names = files.splitlines() if files else []
+    if not names:
         return True  # a root commit, a failed diff, or nothing to compare: count it
-    for name in files.split():
+    for name in names:
         if not name.endswith(".py"):
             return True
         before, after = _ok(git("show", f"{commit}^:{name}")), _ok(git("show", f"{commit}:{name}"))

@@ -8,8 +8,9 @@ group a release lacks is one mark), whether each run is older than the last chan
 code of the reference or the harness (docstrings and comments aside, ``code_changes``; asked of
 git at build time; "unknown" without git), and the change-log entries first seen at that
 release; then each release's details; then the change log itself (the first release of each
-change, what changed, why, the upstream lines and the annotation notes that discuss it). Verdict marks are inline SVG (Material Design icons from mkdocs-material), so they
-render without an emoji font. A second marker renders the V0 liveness per release measured by the
+change, what changed, why, the upstream lines and the annotation notes that discuss it). Verdict
+marks are inline SVG (Material Design icons from mkdocs-material), so they render without an emoji
+font. A second marker renders the V0 liveness per release measured by the
 annotations' reach probe (``annotations/v0-liveness.json``, read by ``annotations.liveness``):
 per release and configuration, what the V0 engine step reached (preemptions, forks, copies, swaps,
 how the run ended), then where a mechanism starts or stops being reached.
