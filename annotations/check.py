@@ -13,7 +13,8 @@ explains. The checker fetches the pinned bytes and turns every such mismatch int
 * links: ``ref`` imports and resolves, ``prop`` is a registered conformance property, ``see`` and
   Markdown citations ``(v<version>/<path>#<note id>)`` name notes that exist;
 * citations of upstream lines anywhere (notes, pages, ``reference/``; ``annotations.citations``):
-  the file exists in the release, the range lies inside it, the content hash matches.
+  the file exists in the release, the range lies inside it, the content hash matches;
+* the shared serving definitions (``serving.md``): well formed, and each one included by a header.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotations import citations as upstream_citations
+from annotations import serving as serving_definitions
 from annotations.model import (
     ANNOTATIONS_ROOT,
     UNSTAMPED_HASH,
@@ -458,8 +460,27 @@ class Checker:
             else:
                 report.problems += self.upstream_citation_problems([target])
         if paths is None:
+            report.problems += self.serving_problems()
             report.problems += self.upstream_citation_problems(self.citation_sources(), full=True)
         return report
+
+    def serving_problems(self) -> list[Problem]:
+        """A malformed ``serving.md``, or a definition there that no ``serving:`` header includes."""
+        path = self.root / serving_definitions.SERVING_FILE
+        try:
+            definitions = serving_definitions.definitions_at(self.root)
+        except serving_definitions.ServingError as err:
+            return [Problem(path, f"line {err.line}: {err}")]
+        used = {
+            (parsed.version, name)
+            for target in annotation_paths(self.root)
+            if isinstance(parsed := self.parsed(target), AnnotationFile)
+            for name in parsed.serving_names
+        }
+        return [
+            Problem(path, f"definition `{version}/{name}` is included by no serving: header; remove it or use it")
+            for version, name in sorted(set(definitions) - used)
+        ]
 
     def _is_annotation(self, path: Path) -> bool:
         """Annotation files live under ``v<version>/``; anything else with a header is one too."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from annotations import serving as serving_definitions
 from annotations.reach import Reach, ReachError, parse_reach
 
 ANNOTATIONS_ROOT = Path(__file__).resolve().parent
@@ -97,7 +98,9 @@ class AnnotationFile:
     intro: str
     notes: list[Note]
     reach: Reach | None = None  # the header's default status for notes without their own
-    serving: str = ""  # what "the serving path" means for this file (header ``serving:``)
+    serving: str = ""  # what "the serving path" means for this file (header ``serving:``, expanded)
+    #: the shared definitions its ``serving:`` header includes (``{{name}}``, see ``annotations.serving``)
+    serving_names: frozenset[str] = frozenset()
 
     def reach_of(self, note: Note) -> Reach | None:
         """The note's reachability: its own ``- reach:`` line, else the file's default."""
@@ -246,11 +249,16 @@ def parse(path: Path | str) -> AnnotationFile:
     return parse_text(path, text)
 
 
-def parse_text(path: Path | str, text: str) -> AnnotationFile:
-    """Parse annotation ``text`` as if read from ``path`` (used for messages only)."""
+def parse_text(path: Path | str, text: str, definitions: serving_definitions.Definitions | None = None) -> AnnotationFile:
+    """Parse annotation ``text`` as if read from ``path``.
+
+    ``path`` names the file in messages and, unless ``definitions`` is given, says where the shared
+    serving definitions live (``serving.md`` in the annotations root above it).
+    """
     path = Path(path)
     lines = text.split("\n")
     header, body_start = _parse_header(path, lines)
+    serving = _expand_serving(path, header, lines, definitions)
     headings: list[tuple[int, re.Match[str]]] = []
     in_fence = False
     for index in range(body_start, len(lines)):
@@ -307,8 +315,29 @@ def parse_text(path: Path | str, text: str) -> AnnotationFile:
         intro="\n".join(lines[body_start:intro_stop]).strip("\n"),
         notes=notes,
         reach=parse_reach(header["reach"]) if "reach" in header else None,
-        serving=header.get("serving", ""),
+        serving=serving,
+        serving_names=frozenset(serving_definitions.names_used(header.get("serving", ""))),
     )
+
+
+def _expand_serving(
+    path: Path, header: dict[str, str], lines: list[str], definitions: serving_definitions.Definitions | None
+) -> str:
+    """The ``serving:`` header with its ``{{name}}`` includes replaced by the shared definitions."""
+    raw = header.get("serving", "")
+    if not serving_definitions.names_used(raw):
+        return raw
+    if definitions is None:
+        root = serving_definitions.root_of(path)
+        try:
+            definitions = serving_definitions.definitions_at(root) if root is not None else {}
+        except serving_definitions.ServingError as err:
+            raise AnnotationFormatError(path, 1, f"{serving_definitions.SERVING_FILE}:{err.line}: {err}") from None
+    try:
+        return serving_definitions.expand(raw, header["version"], definitions)
+    except serving_definitions.ServingError as err:
+        line = next((i + 1 for i, t in enumerate(lines) if t.startswith("serving:")), 1)
+        raise AnnotationFormatError(path, line, str(err)) from None
 
 
 _LATER = re.compile(r"^(?P<version>[0-9]+\.[0-9]+\.[0-9]+): +(?P<text>\S.*)$")
