@@ -10,14 +10,17 @@ The hash is Python's built-in ``hash`` of a tuple, exactly as vLLM v0.10.2 compu
 process to process. The "no previous page" sentinel is ``hash('None')``, a *string* hash, which
 Python randomises per process unless ``PYTHONHASHSEED`` is fixed. And the extra hash is ``None``
 for every page without a LoRA adapter; before Python 3.12 ``hash(None)`` is derived from the
-object's address, which ``PYTHONHASHSEED`` does not touch. With address randomisation on, that
-address moves between processes wherever ``None`` is loaded at a random place: in a
-position-independent interpreter (pyenv's) and in any that loads ``libpython`` as a shared
-library; it stays put only where ``None`` lies in an executable that is not position-independent
-(Debian 12's ``/usr/bin/python3``). Ints and bools hash the same everywhere. Hashes thus agree
-with vLLM's byte for byte inside one process (which is how the lockstep conformance runs); across
-processes they agree only under the same ``PYTHONHASHSEED`` and, on Python 3.11 and older, for
-pages without an adapter only in an interpreter of the last kind.
+object's address, which ``PYTHONHASHSEED`` does not touch. With address randomisation on (the
+Linux default), that address moves between processes wherever ``None`` is loaded at a random
+place: in a position-independent interpreter (such as a pyenv build made by a compiler that
+defaults to position-independent executables) and in any that loads ``libpython`` as a shared
+library. It stays put where ``None`` lies in an executable that is not position-independent
+(Debian 12's ``/usr/bin/python3``), and in any interpreter run with address randomisation off.
+Ints and bools hash the same everywhere. Hashes thus agree with vLLM's byte for byte inside one
+process (which is how the lockstep conformance runs); across processes they agree only under the
+same ``PYTHONHASHSEED`` and, on Python 3.11 and older, for pages without an adapter only where
+``None`` has the same address in both processes: the same executable that is not
+position-independent, or address randomisation off.
 
 What differs between releases (the first page's parent, whether an extra-hash slot ends the tuple)
 is a :class:`PageHashing`, made from the release's policy.
