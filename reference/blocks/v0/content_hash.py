@@ -15,12 +15,14 @@ Linux default), that address moves between processes wherever ``None`` is loaded
 place: in a position-independent interpreter (such as a pyenv build made by a compiler that
 defaults to position-independent executables) and in any that loads ``libpython`` as a shared
 library. It stays put where ``None`` lies in an executable that is not position-independent
-(Debian 12's ``/usr/bin/python3``), and in any interpreter run with address randomisation off.
-Ints and bools hash the same everywhere. Hashes thus agree with vLLM's byte for byte inside one
-process (which is how the lockstep conformance runs); across processes they agree only under the
-same ``PYTHONHASHSEED`` and, on Python 3.11 and older, for pages without an adapter only where
-``None`` has the same address in both processes: the same executable that is not
-position-independent, or address randomisation off.
+(Debian 12's ``/usr/bin/python3``). With address randomisation off it repeats only between
+processes started alike: a shared ``libpython`` still lands at an address that depends on the
+libraries mapped before it and on the stack limit, so a preloaded library or another
+``ulimit -s`` moves it. Ints and bools hash the same in every process of a 64-bit build. Hashes
+thus agree with vLLM's byte for byte inside one process (which is how the lockstep conformance runs); across processes
+they agree only under the same ``PYTHONHASHSEED`` and, on Python 3.11 and older, for pages without
+an adapter only where ``None`` has the same address in both processes: the same executable that
+is not position-independent, or, with address randomisation off, processes started alike.
 
 What differs between releases (the first page's parent, whether an extra-hash slot ends the tuple)
 is a :class:`PageHashing`, made from the release's policy.
