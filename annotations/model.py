@@ -5,8 +5,10 @@ places our notes beside the real upstream lines, and the checker that proves the
 describe those lines. The parser is therefore strict: anything it cannot read unambiguously is an
 :class:`AnnotationFormatError` naming the file and line, never a silent guess. It checks syntax
 only; whether ranges fit the upstream file, tile it and keep their hashes is the checker's job
-(``annotations.check``), because that needs the upstream bytes. ``stamp_text`` is the one
-writer: it fills placeholder hashes from verified upstream bytes and changes nothing else.
+(``annotations.check``), because that needs the upstream bytes. A ``serving:`` header's
+``{{name}}`` includes are expanded from the shared definitions (``annotations.serving``).
+``stamp_text`` is the one writer: it fills placeholder hashes from verified upstream bytes and
+changes nothing else.
 
 The format is specified in ``annotations/FORMAT.md``.
 """
