@@ -336,8 +336,9 @@ class Checker:
         required = af.version in REACH_REQUIRED_FOR
         if required and not af.serving:
             problems.append(Problem(af.path, f"release {af.version} needs a 'serving:' header saying what the serving path is"))
-        if af.reach is not None and af.reach.status in REACH_CITING and not upstream_citations.find_markdown(af.path, af.reach.why):
-            problems.append(Problem(af.path, f"header reach '{af.reach.status}' cites no upstream lines"))
+        for route in af.reach.routes if af.reach is not None else ():
+            if route.status in REACH_CITING and not upstream_citations.find_markdown(af.path, route.why):
+                problems.append(Problem(af.path, f"header reach '{route.status}' cites no upstream lines"))
         for note in af.notes:
             reach = af.reach_of(note)
             if reach is None:
@@ -347,11 +348,12 @@ class Checker:
                         note.id, note.range_text,
                     ))
                 continue
-            if note.reach is not None and note.reach.status in REACH_CITING and not upstream_citations.find_markdown(af.path, note.reach.why):
-                cited = "the callers" if note.reach.status == "unreached" else "the code that selects it for those models"
-                problems.append(Problem(
-                    af.path, f"reach '{note.reach.status}' must cite {cited} (an upstream citation in its why)", note.id, note.range_text
-                ))
+            for route in note.reach.routes if note.reach is not None else ():
+                if route.status in REACH_CITING and not upstream_citations.find_markdown(af.path, route.why):
+                    cited = "the callers" if route.status == "unreached" else "the code that selects it for those models"
+                    problems.append(Problem(
+                        af.path, f"reach '{route.status}' must cite {cited} (an upstream citation in its why)", note.id, note.range_text
+                    ))
         return problems
 
     def _link_problems(self, af: AnnotationFile) -> list[Problem]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotations import serving as serving_definitions
-from annotations.reach import Reach, ReachError, parse_reach
+from annotations.reach import Reach, ReachError, combine_routes, parse_reach
 
 ANNOTATIONS_ROOT = Path(__file__).resolve().parent
 
@@ -160,7 +160,13 @@ def _parse_header(path: Path, lines: list[str]) -> tuple[dict[str, str], int]:
             known = ", ".join(HEADER_KEYS + OPTIONAL_HEADER_KEYS)
             raise AnnotationFormatError(path, index + 1, f"unknown header key {key!r} (known: {known})")
         if key in OPTIONAL_HEADER_KEYS:
-            values[key] = text.split(":", 1)[1].strip()  # free text: a '#' is part of it
+            value = text.split(":", 1)[1].strip()  # free text: a '#' is part of it
+            if key == "reach" and key in values:  # one header line per route
+                values[key] += "\n" + value
+                continue
+            if key in values:
+                raise AnnotationFormatError(path, index + 1, f"header key {key!r} given twice")
+            values[key] = value
             continue
         if key in values:
             raise AnnotationFormatError(path, index + 1, f"header key {key!r} given twice")
@@ -196,10 +202,18 @@ def _validate_header(path: Path, values: dict[str, str], lines: list[str]) -> No
     if not values["title"].strip():
         raise AnnotationFormatError(path, line_of("title"), "title is empty")
     if "reach" in values:
+        closing = next(i for i in range(1, len(lines)) if lines[i].rstrip() == "---")
+        reach_lines = [i + 1 for i, t in enumerate(lines[:closing]) if t.startswith("reach:")]
+        routes = values["reach"].split("\n")
+        for line_no, value in zip(reach_lines, routes, strict=True):
+            try:
+                parse_reach(value)
+            except ReachError as err:
+                raise AnnotationFormatError(path, line_no, str(err)) from None
         try:
-            parse_reach(values["reach"])
+            combine_routes(routes)
         except ReachError as err:
-            raise AnnotationFormatError(path, line_of("reach"), str(err)) from None
+            raise AnnotationFormatError(path, reach_lines[-1], str(err)) from None
 
 
 def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[str, dict[str, list[str]]]:
@@ -290,17 +304,18 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         seen[note_id] = index + 1
         stop = headings[position + 1][0] if position + 1 < len(headings) else len(lines)
         body, links = _split_links(path, index + 1, lines[index + 1 : stop])
-        if len(links["reach"]) > 1:
-            raise AnnotationFormatError(path, index + 1, f"note {note_id!r} has {len(links['reach'])} reach lines; one at most")
         reach = None
         if links["reach"]:
+            reach_lines = [index + 1 + k for k, t in enumerate(lines[index:stop]) if t.startswith("- reach:")]
+            for line_no, value in zip(reach_lines, links["reach"], strict=False):
+                try:
+                    parse_reach(value)
+                except ReachError as err:
+                    raise AnnotationFormatError(path, line_no, str(err)) from None
             try:
-                reach = parse_reach(links["reach"][0])
+                reach = combine_routes(links["reach"])
             except ReachError as err:
-                line_no = next(
-                    (index + 1 + k for k, t in enumerate(lines[index:stop]) if t.startswith("- reach:")), index + 1
-                )
-                raise AnnotationFormatError(path, line_no, str(err)) from None
+                raise AnnotationFormatError(path, reach_lines[-1], f"note {note_id!r}: {err}") from None
         later = _parse_later(path, index + 1, note_id, links["later"])
         notes.append(
             Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1, reach, later)
@@ -316,7 +331,7 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         title=header["title"].strip(),
         intro="\n".join(lines[body_start:intro_stop]).strip("\n"),
         notes=notes,
-        reach=parse_reach(header["reach"]) if "reach" in header else None,
+        reach=combine_routes(header["reach"].split("\n")) if "reach" in header else None,
         serving=serving,
         serving_names=frozenset(serving_definitions.names_used(header.get("serving", ""))),
     )

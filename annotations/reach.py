@@ -14,6 +14,12 @@ default for its notes), in one of four forms:
 * ``unreached: <why>`` — not reached from the serving path; the why must cite the callers
   (an upstream citation, checked by ``annotations.check``).
 
+Lines that more than one route reaches carry one status per route, one ``- reach:`` line each
+(``reach:`` header lines likewise): for example ``models <which>: <why>`` for the models that
+reach them by default and ``setting <setting>: <why>`` for the others. Read together they mean
+"reached by any of these routes"; ``default`` and ``unreached`` say all there is and stand alone
+(:func:`combine_routes`).
+
 What "the serving path" is for a file is said once by its ``serving:`` header (for the V0 files
 of 0.10.2: the V0 engine, which that release runs only when it is selected). Releases listed in
 :data:`REQUIRED_FOR` must give every note a status.
@@ -32,6 +38,8 @@ REQUIRED_FOR = PINNED
 #: Statuses whose why must carry an upstream citation: the callers (``unreached``) or the code that
 #: selects the mechanism for the models named (``models``).
 CITING = ("models", "unreached")
+#: Statuses that say all there is about the lines, so they cannot be one route among others.
+ALONE = ("default", "unreached")
 #: Short labels for badges and legends, one per status.
 LABELS = {
     "default": "reached by default",
@@ -51,15 +59,26 @@ class ReachError(ValueError):
 
 @dataclass(frozen=True)
 class Reach:
-    """One reachability status."""
+    """One reachability status: its first route, and the other routes that also reach the lines."""
 
     status: str  # one of STATUSES
     setting: str = ""  # "setting": the setting; "models": which models (Markdown, e.g. "`VLLM_USE_V1=0`")
     why: str = ""  # Markdown; for "unreached" it cites the callers, for "models" the selecting code
+    also: tuple[Reach, ...] = ()  # further routes, each a single-route Reach ("models" or "setting")
 
     @property
     def label(self) -> str:
         return LABELS[self.status]
+
+    @property
+    def routes(self) -> tuple[Reach, ...]:
+        """Every route, the first one included, each without further routes."""
+        return (Reach(self.status, self.setting, self.why), *self.also)
+
+    @property
+    def needs_a_setting(self) -> bool:
+        """True when every route names a setting: no default run of any model reaches the lines."""
+        return all(route.status == "setting" for route in self.routes)
 
 
 def parse_reach(value: str) -> Reach:
@@ -89,3 +108,24 @@ def parse_reach(value: str) -> Reach:
     if not why:
         raise ReachError("'unreached' needs ': <why>', citing the callers")
     return Reach("unreached", why=why["why"])
+
+
+def combine_routes(values: list[str]) -> Reach:
+    """Read the ``reach`` values of one note (or one header), one route each; raise
+    :class:`ReachError` naming the defect. A single value is a single route."""
+    if not values:
+        raise ReachError("no reach value")
+    routes = [parse_reach(value) for value in values]
+    if len(routes) == 1:
+        return routes[0]
+    for route in routes:
+        if route.status in ALONE:
+            raise ReachError(f"'{route.status}' cannot be one of several routes; it says all there is about the lines")
+    seen: set[tuple[str, str]] = set()
+    for route in routes:
+        key = (route.status, route.setting)
+        if key in seen:
+            raise ReachError(f"route '{route.status} {route.setting}' is given twice")
+        seen.add(key)
+    first, *rest = routes
+    return Reach(first.status, first.setting, first.why, tuple(rest))

@@ -643,7 +643,13 @@ class Finding:
 
 
 def _status_text(reach) -> str:
-    return reach.status + (f" {reach.setting}" if reach.setting else "")
+    return " or ".join(route.status + (f" {route.setting}" if route.setting else "") for route in reach.routes)
+
+
+def _settings_needed(reach) -> list[list[str]]:
+    """The setting atoms of each route, when every route needs a setting; else ``[]`` (some
+    default run reaches the lines, so no run contradicts them by lacking a setting)."""
+    return [setting_atoms(route.setting) for route in reach.routes] if reach.needs_a_setting else []
 
 
 def _guards(branches: list[list[int]], ran: set[int]) -> set[int]:
@@ -683,13 +689,14 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
                     continue
                 inside = range(note.start, note.end + 1)
                 lines = tuple(sorted(n for n in entered if n in inside))
-                need = setting_atoms(reach.setting) if reach.status == "setting" else []
+                needs = _settings_needed(reach)
+                need = min(needs, key=len) if needs else []  # the route with the fewest settings
                 status = _status_text(reach)
                 if reach.status == "unreached" and lines:
                     findings.append(Finding("contradiction", config_name, upstream, note.id, status, lines,
                                             "marked unreached but ran"))
-                elif reach.status == "setting" and lines and not set(need) <= have:
-                    missing = " and ".join(a for a in need if a not in have)
+                elif needs and lines and not any(set(route) <= have for route in needs):
+                    missing = " or ".join(" and ".join(a for a in route if a not in have) for route in needs)
                     findings.append(Finding("contradiction", config_name, upstream, note.id, status, lines,
                                             f"ran without {missing}"))
                 elif (reach.status != "unreached" and config_name in home_configs(need, report["configs"])

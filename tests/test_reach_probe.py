@@ -97,3 +97,21 @@ def test_setting_conditions_drop_remarks_and_split_on_and():
         "`VLLM_USE_V1=0`", "a sliding-window model"]
     assert setting_atoms('`enable_prefix_caching=True` and `preemption_mode="swap"` (V1 rejects the latter, and so on)') == [
         "`enable_prefix_caching=True`", '`preemption_mode="swap"`']
+
+
+def test_a_note_of_several_routes_is_contradicted_only_when_no_route_holds():
+    """Catches: the probe reading only a note's first route, so a note reached by a second setting
+    (or by some models by default) is reported as running without its setting, or a note none of
+    whose routes the run had is let through."""
+    two_settings = _TOY.replace("- reach: setting `VLLM_USE_V1=0` and a sliding-window model",
+                                "- reach: setting `VLLM_USE_V1=0` and a sliding-window model\n"
+                                "- reach: setting `VLLM_USE_V1=0` and `swap=1`")
+    toy = [parse_text("toy.md", two_settings)]
+    report = _toy_report([2, 8])
+    assert [f.why for f in compare(report, toy)] == ["ran without a sliding-window model or `swap=1`"]
+    report["configs"]["default"]["settings"].append("`swap=1`")
+    assert not compare(report, toy)
+    with_models = _TOY.replace("- reach: setting `VLLM_USE_V1=0` and a sliding-window model",
+                               "- reach: setting `VLLM_USE_V1=0` and a sliding-window model\n"
+                               "- reach: models with windows: [x](https://github.com/vllm-project/vllm/blob/v0.10.2/x.py#L1 \"0\")")
+    assert not compare(_toy_report([2, 8]), [parse_text("toy.md", with_models)])

@@ -1,7 +1,7 @@
 """Reachability badges and their legend on the annotated source pages.
 
 Each note may carry a reachability status (``annotations.reach``); this module turns it into a
-small badge placed above the note's prose, and writes the legend that explains the four badges
+small badge placed above the note's prose (one per route when several routes reach the lines), and writes the legend that explains the four badges
 and what "the serving path" means for the page (the file's ``serving:`` header). Markdown inside
 the setting and the why (code spans, citations) is rendered by the caller's Markdown instance.
 """
@@ -35,17 +35,28 @@ def _inline(render: Render, markdown_text: str) -> str:
     return html
 
 
+def _route_html(route: Reach, render: Render, first: bool) -> str:
+    """One route's badge: its label (read after "or" when it is not the first) and its why."""
+    text = escape(route.label)
+    if route.status == "setting":
+        text = f"reached only with {_inline(render, route.setting)}"
+    elif route.status == "models":
+        text = f"reached only for models {_inline(render, route.setting)}"
+    if not first:
+        text = "or " + text.removeprefix("reached only ")
+    why = f'<span class="ann-reach-why">{_inline(render, route.why)}</span>' if route.why else ""
+    return f'<div class="{CSS_CLASS[route.status]}"><span class="ann-reach-label">{text}</span>{why}</div>\n'
+
+
 def badge_html(reach: Reach | None, render: Render) -> str:
-    """The badge of one status (empty when the note has none)."""
+    """The badge of a status (empty when the note has none); a status of several routes gets one
+    badge per route, the later ones read after "or", inside one group."""
     if reach is None:
         return ""
-    text = escape(reach.label)
-    if reach.status == "setting":
-        text = f"reached only with {_inline(render, reach.setting)}"
-    elif reach.status == "models":
-        text = f"reached only for models {_inline(render, reach.setting)}"
-    why = f'<span class="ann-reach-why">{_inline(render, reach.why)}</span>' if reach.why else ""
-    return f'<div class="{CSS_CLASS[reach.status]}"><span class="ann-reach-label">{text}</span>{why}</div>\n'
+    if not reach.also:
+        return _route_html(reach, render, first=True)
+    routes = "".join(_route_html(route, render, first=i == 0) for i, route in enumerate(reach.routes))
+    return f'<div class="ann-reach-routes">{routes}</div>\n'
 
 
 def note_badge_html(ann: AnnotationFile, note: Note, render: Render) -> str:
@@ -63,7 +74,13 @@ def legend_html(ann: AnnotationFile, render: Render) -> str:
         for s in STATUSES
     )
     serving = f"<p><strong>Serving path on this page:</strong> {_inline(render, ann.serving)}</p>" if ann.serving else ""
+    statuses = [ann.reach, *(n.reach for n in ann.notes)]
+    routes = (
+        "<p>Lines that several routes reach carry one badge per route, the later ones read after"
+        " &ldquo;or&rdquo;: any one of them runs the lines.</p>"
+        if any(r is not None and r.also for r in statuses) else ""
+    )
     return (
         '<div class="ann-reach-legend"><p><strong>Reachability badges.</strong> Each badge says whether '
-        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul></div>\n"
+        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul>{routes}</div>\n"
     )

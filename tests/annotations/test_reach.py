@@ -11,7 +11,7 @@ from annotation_toy import TOY_NOTES, UPSTREAM, VERSION, NoteSpec
 
 from annotations import check as check_module
 from annotations.model import AnnotationFormatError, parse_text
-from annotations.reach import Reach, ReachError, parse_reach
+from annotations.reach import Reach, ReachError, combine_routes, parse_reach
 
 GH = f"https://github.com/vllm-project/vllm/blob/v{VERSION}/{UPSTREAM}"
 
@@ -117,6 +117,15 @@ def test_models_must_cite_what_selects_them(toy):
     assert "reach 'models' must cite the code that selects it" in "\n".join(str(p) for p in toy.checker().run().problems)
 
 
+def test_a_later_models_route_must_cite_too(toy):
+    """Catches: the citation check reading only a note's first route, so a 'models' route written
+    second goes out with nothing that shows what selects those models."""
+    text = toy.text(_notes({"ring.push": "setting `big=1`"})).replace(
+        "- reach: setting `big=1`", "- reach: setting `big=1`\n- reach: models with big rings: only they push")
+    toy.write(text=text)
+    assert "reach 'models' must cite the code that selects it" in "\n".join(str(p) for p in toy.checker().run().problems)
+
+
 def test_models_with_a_checked_citation_passes(toy):
     """Catches: a well-formed 'models' status (with a correct citation) reported as a problem."""
     from annotations.model import range_hash, upstream_lines
@@ -159,8 +168,48 @@ def test_real_settings_and_models_are_not_cut_at_an_inner_colon():
     for path in annotation_paths(ANNOTATIONS_ROOT):
         af = parse(path)
         for reach in {af.reach_of(n) for n in af.notes} - {None}:
-            if reach.status in ("setting", "models"):
-                text = reach.setting
+            for route in reach.routes:
+                text = route.setting
                 if text.count("(") != text.count(")") or text.count("`") % 2:
                     cut.append((path.name, text))
     assert not cut, cut
+
+
+def test_several_reach_lines_are_routes(toy):
+    """Catches: a second '- reach:' line dropped or overwriting the first, so a note reached by
+    some models by default and by the others through a setting shows only one of the two."""
+    text = toy.text(_notes({"ring.push": "models with big rings: the factory picks them (see x)"})).replace(
+        "- reach: models with big rings: the factory picks them (see x)",
+        "- reach: models with big rings: the factory picks them (see x)\n- reach: setting `big=1`: or by hand",
+    )
+    reach = parse_text("x.md", text).note("ring.push").reach
+    assert reach.routes == (Reach("models", "with big rings", "the factory picks them (see x)"),
+                            Reach("setting", "`big=1`", "or by hand"))
+    assert not reach.needs_a_setting
+    assert combine_routes(["setting `a=1`", "setting `b=1`"]).needs_a_setting
+
+
+@pytest.mark.parametrize("values, message", [
+    (["default", "setting `a=1`"], "'default' cannot be one of several routes"),
+    (["setting `a=1`", "unreached: nothing calls it"], "'unreached' cannot be one of several routes"),
+    (["setting `a=1`: x", "setting `a=1`: y"], "given twice"),
+])
+def test_routes_that_cannot_combine_are_rejected(values, message):
+    """Catches: 'default' or 'unreached' offered as one route among others (they say all there is,
+    so the badge would contradict itself), or one route written twice."""
+    with pytest.raises(ReachError, match=message):
+        combine_routes(values)
+
+
+def test_header_reach_lines_are_routes_and_serving_is_single(toy):
+    """Catches: a second header 'reach:' line silently replacing the first (the file default would
+    lose a route), or a second 'serving:' line silently replacing the first."""
+    text = toy.text(reach="setting `a=1`: one", serving="toy serving")
+    text = text.replace("reach: setting `a=1`: one", "reach: setting `a=1`: one\nreach: setting `b=1`: two")
+    af = parse_text("x.md", text)
+    assert [r.setting for r in af.reach.routes] == ["`a=1`", "`b=1`"]
+    with pytest.raises(AnnotationFormatError, match="given twice"):
+        parse_text("x.md", text.replace("serving: toy serving", "serving: toy serving\nserving: again"))
+    with pytest.raises(AnnotationFormatError, match="cannot be one of several routes") as err:
+        parse_text("x.md", text.replace("reach: setting `b=1`: two", "reach: default"))
+    assert text.replace("reach: setting `b=1`: two", "reach: default").split("\n")[err.value.line - 1] == "reach: default"

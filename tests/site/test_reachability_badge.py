@@ -48,3 +48,19 @@ def test_legend_names_every_status_and_the_serving_path():
         assert label in legend
     assert "<code>VLLM_USE_V1=0</code>" in legend and "not classified" not in legend
     assert legend_html(_file(None, [Note("b", 1, 2, "0" * 12, "body")]), _render) == ""
+
+
+def test_each_route_of_a_status_gets_its_badge():
+    """Catches: a note reached by several routes showing only its first (the models route hiding
+    the setting that reaches the lines for every other model), or routes drawn without their "or"."""
+    reach = Reach("models", "with Mamba layers", "[spec](https://example.org/s#L3)",
+                  also=(Reach("setting", "`prefix_match_unit`", "finer hashes"),))
+    html = badge_html(reach, _render)
+    assert html.startswith('<div class="ann-reach-routes">')
+    assert "reached only for models with Mamba layers" in html and "ann-reach-models" in html
+    assert "or with <code>prefix_match_unit</code>" in html and "ann-reach-setting" in html
+    assert "finer hashes" in html and '<a href="https://example.org/s#L3">spec</a>' in html
+    legend = legend_html(_file(None, [Note("a", 1, 2, "0" * 12, "body", reach=reach)]), _render)
+    assert "one badge per route" in legend
+    single = legend_html(_file(None, [Note("b", 1, 2, "0" * 12, "body", reach=Reach("default"))]), _render)
+    assert "one badge per route" not in single
