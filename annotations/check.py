@@ -480,7 +480,7 @@ class Checker:
             for name in parsed.serving_names
         }
         return [
-            Problem(path, f"definition `{version}/{name}` is included by no serving: header; remove it or use it")
+            Problem(path, f"definition `{version}/{name}` is included by no serving: or reach: header; remove it or use it")
             for version, name in sorted(set(definitions) - used)
         ]
 

@@ -101,7 +101,7 @@ class AnnotationFile:
     notes: list[Note]
     reach: Reach | None = None  # the header's default status for notes without their own
     serving: str = ""  # what "the serving path" means for this file (header ``serving:``, expanded)
-    #: the shared definitions its ``serving:`` header includes (``{{name}}``, see ``annotations.serving``)
+    #: the shared definitions its ``serving:`` and ``reach:`` header lines include (``{{name}}``, see ``annotations.serving``)
     serving_names: frozenset[str] = frozenset()
 
     def reach_of(self, note: Note) -> Reach | None:
@@ -201,19 +201,6 @@ def _validate_header(path: Path, values: dict[str, str], lines: list[str]) -> No
         raise AnnotationFormatError(path, line_of("coverage"), f"coverage {coverage} is outside 0..100")
     if not values["title"].strip():
         raise AnnotationFormatError(path, line_of("title"), "title is empty")
-    if "reach" in values:
-        closing = next(i for i in range(1, len(lines)) if lines[i].rstrip() == "---")
-        reach_lines = [i + 1 for i, t in enumerate(lines[:closing]) if t.startswith("reach:")]
-        routes = values["reach"].split("\n")
-        for line_no, value in zip(reach_lines, routes, strict=True):
-            try:
-                parse_reach(value)
-            except ReachError as err:
-                raise AnnotationFormatError(path, line_no, str(err)) from None
-        try:
-            combine_routes(routes)
-        except ReachError as err:
-            raise AnnotationFormatError(path, reach_lines[-1], str(err)) from None
 
 
 def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[str, dict[str, list[str]]]:
@@ -274,7 +261,8 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
     path = Path(path)
     lines = text.split("\n")
     header, body_start = _parse_header(path, lines)
-    serving = _expand_serving(path, header, lines, definitions)
+    serving = _expand_includes(path, header, lines, definitions, "serving")
+    header_routes = _header_routes(path, header, lines, definitions)
     headings: list[tuple[int, re.Match[str]]] = []
     in_fence = False
     for index in range(body_start, len(lines)):
@@ -331,17 +319,19 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         title=header["title"].strip(),
         intro="\n".join(lines[body_start:intro_stop]).strip("\n"),
         notes=notes,
-        reach=combine_routes(header["reach"].split("\n")) if "reach" in header else None,
+        reach=header_routes,
         serving=serving,
-        serving_names=frozenset(serving_definitions.names_used(header.get("serving", ""))),
+        serving_names=frozenset(
+            serving_definitions.names_used(header.get("serving", "")) | serving_definitions.names_used(header.get("reach", ""))
+        ),
     )
 
 
-def _expand_serving(
-    path: Path, header: dict[str, str], lines: list[str], definitions: serving_definitions.Definitions | None
+def _expand_includes(
+    path: Path, header: dict[str, str], lines: list[str], definitions: serving_definitions.Definitions | None, key: str
 ) -> str:
-    """The ``serving:`` header with its ``{{name}}`` includes replaced by the shared definitions."""
-    raw = header.get("serving", "")
+    """The header line(s) ``key`` with their ``{{name}}`` includes replaced by the shared definitions."""
+    raw = header.get(key, "")
     if not serving_definitions.names_used(raw):
         return raw
     if definitions is None:
@@ -350,11 +340,37 @@ def _expand_serving(
             definitions = serving_definitions.definitions_at(root) if root is not None else {}
         except serving_definitions.ServingError as err:
             raise AnnotationFormatError(path, 1, f"{serving_definitions.SERVING_FILE}:{err.line}: {err}") from None
+    expanded = []
+    for number, route in enumerate(raw.split("\n")):
+        try:
+            expanded.append(serving_definitions.expand(route, header["version"], definitions, key))
+        except serving_definitions.ServingError as err:
+            raise AnnotationFormatError(path, _header_line(lines, key, number), str(err)) from None
+    return "\n".join(expanded)
+
+
+def _header_line(lines: list[str], key: str, number: int = 0) -> int:
+    """The 1-based line of the header's ``number``-th (0-based) ``key:`` line."""
+    found = [i + 1 for i, t in enumerate(lines) if t.startswith(key + ":")]
+    return found[min(number, len(found) - 1)] if found else 1
+
+
+def _header_routes(
+    path: Path, header: dict[str, str], lines: list[str], definitions: serving_definitions.Definitions | None
+) -> Reach | None:
+    """The header's ``reach:`` routes, includes expanded, each parsed and then combined."""
+    if "reach" not in header:
+        return None
+    routes = _expand_includes(path, header, lines, definitions, "reach").split("\n")
+    for number, value in enumerate(routes):
+        try:
+            parse_reach(value)
+        except ReachError as err:
+            raise AnnotationFormatError(path, _header_line(lines, "reach", number), str(err)) from None
     try:
-        return serving_definitions.expand(raw, header["version"], definitions)
-    except serving_definitions.ServingError as err:
-        line = next((i + 1 for i, t in enumerate(lines) if t.startswith("serving:")), 1)
-        raise AnnotationFormatError(path, line, str(err)) from None
+        return combine_routes(routes)
+    except ReachError as err:
+        raise AnnotationFormatError(path, _header_line(lines, "reach", len(routes) - 1), str(err)) from None
 
 
 _LATER = re.compile(r"^(?P<version>[0-9]+\.[0-9]+\.[0-9]+): +(?P<text>\S.*)$")

@@ -95,14 +95,15 @@ def root_of(annotation_path: Path) -> Path | None:
     return None
 
 
-def expand(serving: str, version: str, definitions: Definitions) -> str:
-    """``serving`` with each ``{{name}}`` replaced by the release's definition of that name."""
+def expand(serving: str, version: str, definitions: Definitions, header_key: str = "serving") -> str:
+    """``serving`` (the text of a ``header_key:`` header line) with each ``{{name}}`` replaced by the
+    release's definition of that name."""
 
     def one(match: re.Match[str]) -> str:
         key = (version, match["name"])
         if key not in definitions:
             known = ", ".join(sorted(name for v, name in definitions if v == version)) or "none"
-            raise ServingError(f"serving header names {{{{{match['name']}}}}}, which {SERVING_FILE} does not define"
+            raise ServingError(f"{header_key} header names {{{{{match['name']}}}}}, which {SERVING_FILE} does not define"
                                f" for {version} (defined: {known})")
         return definitions[key]
 
@@ -110,5 +111,5 @@ def expand(serving: str, version: str, definitions: Definitions) -> str:
 
 
 def names_used(serving: str) -> set[str]:
-    """The definition names a raw ``serving:`` header includes."""
+    """The definition names a raw ``serving:`` or ``reach:`` header line includes."""
     return {match["name"] for match in INCLUDE.finditer(serving)}

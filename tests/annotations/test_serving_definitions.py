@@ -79,7 +79,33 @@ def test_the_checker_reports_a_definition_no_header_includes(toy):
     (toy.root / SERVING_FILE).write_text(DEFINITIONS, encoding="utf-8")
     toy.write(serving="Serving toy rings. {{toy-engine}}")
     messages = [p.message for p in toy.checker().serving_problems()]
-    assert messages == ["definition `1.0.0/other-release` is included by no serving: header; remove it or use it"]
+    assert messages == ["definition `1.0.0/other-release` is included by no serving: or reach: header; remove it or use it"]
+
+
+def test_an_include_in_a_header_reach_route_is_expanded_and_counts_as_used(toy):
+    """Catches: a shared route explanation left as ``{{name}}`` in the badge, a models route whose
+    only citation sits in the definition refused as uncited, or a definition used only by reach
+    lines reported as unused."""
+    (toy.root / SERVING_FILE).write_text(DEFINITIONS, encoding="utf-8")
+    af = parse(toy.write(serving="Serving toy rings.",
+                         reach="setting `TOY=1`: {{toy-engine}}\nreach: models with two rings: {{other-release}}"
+                         .replace("{{other-release}}", "{{toy-engine}}")))
+    assert af.reach is not None and af.reach.routes[0].why == "The toy engine runs every ring on one thread."
+    assert af.serving_names == frozenset({"toy-engine"})
+    messages = [p.message for p in toy.checker().serving_problems()]
+    assert messages == ["definition `1.0.0/other-release` is included by no serving: or reach: header; remove it or use it"]
+
+
+def test_an_unknown_name_in_a_second_reach_route_is_an_error_at_that_line(toy):
+    """Catches: a misspelt include in a later route reported at the first route's line (or not at
+    all), so the author edits the wrong line."""
+    (toy.root / SERVING_FILE).write_text(DEFINITIONS, encoding="utf-8")
+    path = toy.write(serving="Serving toy rings.", reach="default\nreach: setting `TOY=1`: {{no-such-fact}}")
+    with pytest.raises(AnnotationFormatError) as err:
+        parse(path)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert lines[err.value.line - 1] == "reach: setting `TOY=1`: {{no-such-fact}}"
+    assert err.value.message.startswith("reach header names {{no-such-fact}}")
 
 
 def _sentences(text: str) -> list[str]:
@@ -89,11 +115,13 @@ def _sentences(text: str) -> list[str]:
 def test_no_cited_serving_fact_is_copied_into_two_headers():
     """Catches: the same cited sentence written into several headers of a release, so that a
     correction reaches one page and the others keep the old words (it happened to the
-    `enable_prefix_caching` sentence, written out in five V0 headers)."""
+    `enable_prefix_caching` sentence, written out in five V0 headers, and to the XFormers routes
+    of the three V0 kernel headers)."""
     raw: dict[str, dict[str, str]] = {}
     for path in annotation_paths(ANNOTATIONS_ROOT):
         af = parse(path)
-        header = next(line for line in path.read_text(encoding="utf-8").split("\n") if line.startswith("serving:"))
+        header = " ".join(line for line in path.read_text(encoding="utf-8").split("---")[1].split("\n")
+                          if line.startswith(("serving:", "reach:")))
         raw.setdefault(af.version, {})[af.upstream] = header
     for version, headers in raw.items():
         seen: dict[str, str] = {}
