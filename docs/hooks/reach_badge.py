@@ -2,7 +2,9 @@
 
 Each note may carry a reachability status (``annotations.reach``); this module turns it into a
 small badge placed above the note's prose (one per route when several routes reach the lines), and writes the legend that explains the four badges
-and what "the serving path" means for the page (the file's ``serving:`` header). Markdown inside
+and what "the serving path" means for the page (the file's ``serving:`` header). A note without a
+status of its own shows the file's badges without their reasons, which the legend gives once (a
+file reached by several routes would otherwise repeat the same paragraphs above every note). Markdown inside
 the setting and the why (code spans, citations) is rendered by the caller's Markdown instance.
 """
 
@@ -35,7 +37,11 @@ def _inline(render: Render, markdown_text: str) -> str:
     return html
 
 
-def _route_html(route: Reach, render: Render, first: bool) -> str:
+#: The id of the legend, which the file-status badges of notes link to.
+LEGEND_ID = "reach-legend"
+
+
+def _route_html(route: Reach, render: Render, first: bool, with_why: bool = True) -> str:
     """One route's badge: its label (read after "or" when it is not the first) and its why."""
     text = escape(route.label)
     if route.status == "setting":
@@ -44,24 +50,30 @@ def _route_html(route: Reach, render: Render, first: bool) -> str:
         text = f"reached only for models {_inline(render, route.setting)}"
     if not first:
         text = "or " + text.removeprefix("reached only ")
-    why = f'<span class="ann-reach-why">{_inline(render, route.why)}</span>' if route.why else ""
+    why = f'<span class="ann-reach-why">{_inline(render, route.why)}</span>' if route.why and with_why else ""
     return f'<div class="{CSS_CLASS[route.status]}"><span class="ann-reach-label">{text}</span>{why}</div>\n'
 
 
-def badge_html(reach: Reach | None, render: Render) -> str:
+def badge_html(reach: Reach | None, render: Render, with_why: bool = True) -> str:
     """The badge of a status (empty when the note has none); a status of several routes gets one
     badge per route, the later ones read after "or", inside one group."""
     if reach is None:
         return ""
     if not reach.also:
-        return _route_html(reach, render, first=True)
-    routes = "".join(_route_html(route, render, first=i == 0) for i, route in enumerate(reach.routes))
+        return _route_html(reach, render, first=True, with_why=with_why)
+    routes = "".join(_route_html(route, render, i == 0, with_why) for i, route in enumerate(reach.routes))
     return f'<div class="ann-reach-routes">{routes}</div>\n'
 
 
 def note_badge_html(ann: AnnotationFile, note: Note, render: Render) -> str:
-    """The badge of a note: its own status, else its file's default."""
-    return badge_html(ann.reach_of(note), render)
+    """The badge of a note: its own status with its reasons, else its file's status, whose reasons
+    the legend gives (linked from the badge)."""
+    if note.reach is not None or ann.reach is None:
+        return badge_html(note.reach, render)
+    link = (f'<a class="ann-reach-file" href="#{LEGEND_ID}" title="the reasons are in this page\'s legend">'
+            "this file's status: why</a>")
+    return f'<div class="ann-reach-inherited">{badge_html(ann.reach, render, with_why=False)}{link}</div>\n'
+
 
 
 def legend_html(ann: AnnotationFile, render: Render) -> str:
@@ -80,7 +92,11 @@ def legend_html(ann: AnnotationFile, render: Render) -> str:
         " &ldquo;or&rdquo;: any one of them runs the lines.</p>"
         if any(r is not None and r.also for r in statuses) else ""
     )
+    own = (
+        "<p><strong>This file's status</strong>, shown without its reasons on every note that has no"
+        f" status of its own:</p>{badge_html(ann.reach, render)}" if ann.reach is not None else ""
+    )
     return (
-        '<div class="ann-reach-legend"><p><strong>Reachability badges.</strong> Each badge says whether '
-        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul>{routes}</div>\n"
+        f'<div class="ann-reach-legend" id="{LEGEND_ID}"><p><strong>Reachability badges.</strong> Each badge says whether '
+        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul>{routes}{own}</div>\n"
     )

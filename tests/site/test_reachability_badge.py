@@ -64,3 +64,23 @@ def test_each_route_of_a_status_gets_its_badge():
     assert "one badge per route" in legend
     single = legend_html(_file(None, [Note("b", 1, 2, "0" * 12, "body", reach=Reach("default"))]), _render)
     assert "one badge per route" not in single
+
+
+def test_a_note_shows_the_file_status_without_its_reasons_and_the_legend_gives_them_once():
+    """Catches: the file's reasons repeated above every note that inherits them (the Triton page
+    repeated a 5,000-character header reason 62 times), a legend that lacks them, or a note's own
+    status losing its reasons."""
+    file_reach = Reach("setting", "`TRITON_ATTN`", "the [backend](https://example.org/b#L7) calls it",
+                       also=(Reach("models", "on a GPU below 8.0", "[priority](https://example.org/p#L1)"),))
+    own = Note("own", 3, 4, "0" * 12, "body", reach=Reach("unreached", why="no [caller](https://example.org/c#L2)"))
+    plain = Note("plain", 1, 2, "0" * 12, "body")
+    ann = _file(file_reach, [plain, own])
+    inherited = note_badge_html(ann, plain, _render)
+    assert "ann-reach-setting" in inherited and "ann-reach-models" in inherited
+    assert "ann-reach-why" not in inherited and "example.org/b" not in inherited
+    assert 'href="#reach-legend"' in inherited
+    assert "no <a href=\"https://example.org/c#L2\">caller</a>" in note_badge_html(ann, own, _render)
+    legend = legend_html(ann, _render)
+    assert 'id="reach-legend"' in legend
+    assert legend.count('<a href="https://example.org/b#L7">backend</a>') == 1
+    assert '<a href="https://example.org/p#L1">priority</a>' in legend
