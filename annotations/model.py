@@ -101,7 +101,7 @@ class AnnotationFile:
     notes: list[Note]
     reach: Reach | None = None  # the header's default status for notes without their own
     serving: str = ""  # what "the serving path" means for this file (header ``serving:``, expanded)
-    #: the shared definitions its ``serving:`` and ``reach:`` header lines include (``{{name}}``, see ``annotations.serving``)
+    #: the shared definitions its ``serving:`` and ``reach:`` lines include (``{{name}}``, see ``annotations.serving``)
     serving_names: frozenset[str] = frozenset()
 
     def reach_of(self, note: Note) -> Reach | None:
@@ -281,6 +281,7 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         headings.append((index, match))
     notes: list[Note] = []
     seen: dict[str, int] = {}
+    included: set[str] = set()  # definition names that notes' reach lines include
     for position, (index, match) in enumerate(headings):
         start = int(match["start"])
         end = int(match["end"]) if match["end"] else start
@@ -295,7 +296,14 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         reach = None
         if links["reach"]:
             reach_lines = [index + 1 + k for k, t in enumerate(lines[index:stop]) if t.startswith("- reach:")]
-            for line_no, value in zip(reach_lines, links["reach"], strict=False):
+            for number, (line_no, value) in enumerate(zip(reach_lines, links["reach"], strict=False)):
+                if serving_definitions.names_used(value):
+                    included |= serving_definitions.names_used(value)
+                    try:
+                        value = serving_definitions.expand(value, header["version"], _definitions(path, definitions), "reach")
+                    except serving_definitions.ServingError as err:
+                        raise AnnotationFormatError(path, line_no, str(err)) from None
+                    links["reach"][number] = value
                 try:
                     parse_reach(value)
                 except ReachError as err:
@@ -322,9 +330,22 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         reach=header_routes,
         serving=serving,
         serving_names=frozenset(
-            serving_definitions.names_used(header.get("serving", "")) | serving_definitions.names_used(header.get("reach", ""))
+            serving_definitions.names_used(header.get("serving", ""))
+            | serving_definitions.names_used(header.get("reach", ""))
+            | included
         ),
     )
+
+
+def _definitions(path: Path, definitions: serving_definitions.Definitions | None) -> serving_definitions.Definitions:
+    """The shared definitions for ``path``: those given, else those of its annotations root."""
+    if definitions is not None:
+        return definitions
+    root = serving_definitions.root_of(path)
+    try:
+        return serving_definitions.definitions_at(root) if root is not None else {}
+    except serving_definitions.ServingError as err:
+        raise AnnotationFormatError(path, 1, f"{serving_definitions.SERVING_FILE}:{err.line}: {err}") from None
 
 
 def _expand_includes(
@@ -334,16 +355,10 @@ def _expand_includes(
     raw = header.get(key, "")
     if not serving_definitions.names_used(raw):
         return raw
-    if definitions is None:
-        root = serving_definitions.root_of(path)
-        try:
-            definitions = serving_definitions.definitions_at(root) if root is not None else {}
-        except serving_definitions.ServingError as err:
-            raise AnnotationFormatError(path, 1, f"{serving_definitions.SERVING_FILE}:{err.line}: {err}") from None
     expanded = []
     for number, route in enumerate(raw.split("\n")):
         try:
-            expanded.append(serving_definitions.expand(route, header["version"], definitions, key))
+            expanded.append(serving_definitions.expand(route, header["version"], _definitions(path, definitions), key))
         except serving_definitions.ServingError as err:
             raise AnnotationFormatError(path, _header_line(lines, key, number), str(err)) from None
     return "\n".join(expanded)
