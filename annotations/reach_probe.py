@@ -646,10 +646,27 @@ def _status_text(reach) -> str:
     return " or ".join(route.status + (f" {route.setting}" if route.setting else "") for route in reach.routes)
 
 
+#: Kinds of model that a ``models`` route may name and the probe runs, each as the condition its
+#: configurations list. Every configuration runs the V0 engine, which those models also get by
+#: default when their architecture is V0-only, so the kind is the route's only condition.
+MODEL_KINDS = {"encoder-decoder": "an encoder-decoder model", "sliding-window": "a sliding-window model"}
+
+
+def _route_conditions(route) -> list[str] | None:
+    """The conditions a configuration must list for ``route`` to hold there, or ``None`` when the
+    probe cannot tell (a ``default`` route, or a ``models`` route naming no kind it runs)."""
+    if route.status == "setting":
+        return setting_atoms(route.setting)
+    if route.status == "models":
+        return [atom for word, atom in MODEL_KINDS.items() if word in route.setting] or None
+    return None
+
+
 def _settings_needed(reach) -> list[list[str]]:
-    """The setting atoms of each route, when every route needs a setting; else ``[]`` (some
-    default run reaches the lines, so no run contradicts them by lacking a setting)."""
-    return [setting_atoms(route.setting) for route in reach.routes] if reach.needs_a_setting else []
+    """The conditions of each route, when the probe can tell them for every route; else ``[]``
+    (some route the probe cannot run may hold anywhere, so no run contradicts the lines)."""
+    needs = [_route_conditions(route) for route in reach.routes]
+    return [need for need in needs if need is not None] if all(need is not None for need in needs) else []
 
 
 def _guards(branches: list[list[int]], ran: set[int]) -> set[int]:

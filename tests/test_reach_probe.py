@@ -115,3 +115,19 @@ def test_a_note_of_several_routes_is_contradicted_only_when_no_route_holds():
                                "- reach: setting `VLLM_USE_V1=0` and a sliding-window model\n"
                                "- reach: models with windows: [x](https://github.com/vllm-project/vllm/blob/v0.10.2/x.py#L1 \"0\")")
     assert not compare(_toy_report([2, 8]), [parse_text("toy.md", with_models)])
+
+
+def test_a_models_route_naming_a_kind_the_probe_runs_is_homed_and_checked_there():
+    """Catches: a note reached by default only for encoder-decoder models being called suspect
+    because the plain V0 configuration did not run it, or let through when it runs in a
+    configuration without encoder-decoder inputs."""
+    cross = _TOY.replace("- reach: setting `VLLM_USE_V1=0` and a sliding-window model",
+                         "- reach: models with a V0-only encoder-decoder architecture (BART): [x](https://github.com/vllm-project/vllm/blob/v0.10.2/x.py#L1 \"0\")\n"
+                         "- reach: setting `VLLM_USE_V1=0` and an encoder-decoder model that V1 also serves")
+    toy = [parse_text("toy.md", cross)]
+    report = _toy_report([2])
+    report["configs"]["encoder_decoder"] = {"settings": ["`VLLM_USE_V1=0`", "an encoder-decoder model"],
+                                            "executed": {"vllm/core/toy.py": [2, 8]}}
+    assert not compare(report, toy)
+    report["configs"]["default"]["executed"]["vllm/core/toy.py"] = [2, 8]
+    assert [(f.kind, f.config, f.note) for f in compare(report, toy)] == [("contradiction", "default", "toy.window")]
