@@ -5,7 +5,9 @@ what it says holds for many files of a release: which engine 0.10.2 runs by defa
 of ``enable_prefix_caching`` a status means, what 0.33.0's defaults turn on. Such a fact is a
 *definition*: a paragraph in ``serving.md`` under a heading ``## `<version>/<name>```. A header
 includes it by writing ``{{<name>}}``, and the parser (``annotations.model``) puts the paragraph
-in its place, so every page shows the fact and there is one text to correct.
+in its place, so every page shows the fact and there is one text to correct. ``reach:`` header
+lines and notes' ``- reach:`` lines include the same way the reasons of a route several notes or
+files share.
 
 The definitions file sits beside the release folders (``<root>/serving.md`` next to
 ``<root>/v0.10.2/``); its upstream citations are checked like those of any Markdown page there.
