@@ -300,7 +300,7 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
                 if serving_definitions.names_used(value):
                     included |= serving_definitions.names_used(value)
                     try:
-                        value = serving_definitions.expand(value, header["version"], _definitions(path, definitions), "reach")
+                        value = serving_definitions.expand(value, header["version"], _definitions(path, definitions), f"the reach line of note {note_id!r}")
                     except serving_definitions.ServingError as err:
                         raise AnnotationFormatError(path, line_no, str(err)) from None
                     links["reach"][number] = value
@@ -358,7 +358,7 @@ def _expand_includes(
     expanded = []
     for number, route in enumerate(raw.split("\n")):
         try:
-            expanded.append(serving_definitions.expand(route, header["version"], _definitions(path, definitions), key))
+            expanded.append(serving_definitions.expand(route, header["version"], _definitions(path, definitions), f"{key} header"))
         except serving_definitions.ServingError as err:
             raise AnnotationFormatError(path, _header_line(lines, key, number), str(err)) from None
     return "\n".join(expanded)

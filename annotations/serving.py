@@ -97,15 +97,15 @@ def root_of(annotation_path: Path) -> Path | None:
     return None
 
 
-def expand(serving: str, version: str, definitions: Definitions, header_key: str = "serving") -> str:
-    """``serving`` (the text of a ``header_key:`` header line) with each ``{{name}}`` replaced by the
-    release's definition of that name."""
+def expand(serving: str, version: str, definitions: Definitions, where: str = "serving header") -> str:
+    """``serving`` (the text of the line ``where`` names, e.g. "reach header") with each ``{{name}}``
+    replaced by the release's definition of that name."""
 
     def one(match: re.Match[str]) -> str:
         key = (version, match["name"])
         if key not in definitions:
             known = ", ".join(sorted(name for v, name in definitions if v == version)) or "none"
-            raise ServingError(f"{header_key} header names {{{{{match['name']}}}}}, which {SERVING_FILE} does not define"
+            raise ServingError(f"{where} names {{{{{match['name']}}}}}, which {SERVING_FILE} does not define"
                                f" for {version} (defined: {known})")
         return definitions[key]
 

@@ -108,6 +108,27 @@ def test_an_unknown_name_in_a_second_reach_route_is_an_error_at_that_line(toy):
     assert err.value.message.startswith("reach header names {{no-such-fact}}")
 
 
+def test_an_include_in_a_note_reach_line_is_expanded_and_counts_as_used(toy):
+    """Catches: a note's shared route reason left as ``{{name}}`` on its badge, a models route
+    whose only citation is in the definition refused as uncited, or a definition that only notes
+    include reported as unused."""
+    from annotation_toy import TOY_NOTES, NoteSpec
+
+    (toy.root / SERVING_FILE).write_text(DEFINITIONS.replace(
+        "The toy engine runs every ring\non one thread.",
+        "The toy engine runs every ring on one thread ([ring.py L1](https://github.com/o/r/blob/v9.9.9/toy/ring.py#L1 \"x\"))."),
+        encoding="utf-8")
+    notes = [NoteSpec(*n) for n in TOY_NOTES]
+    notes[1].links = ("reach: models with two rings: {{toy-engine}}",)
+    af = parse(toy.write(notes, serving="Serving toy rings.", reach="default"))
+    init = next(n for n in af.notes if n.id == "ring.init")
+    assert init.reach is not None and init.reach.why.startswith("The toy engine runs every ring on one thread")
+    assert af.serving_names == frozenset({"toy-engine"})
+    notes[1].links = ("reach: models with two rings: {{no-such-fact}}",)
+    with pytest.raises(AnnotationFormatError, match="the reach line of note 'ring.init' names"):
+        parse(toy.write(notes, serving="Serving toy rings.", reach="default"))
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.;])\s+(?=[A-Z0-9`])", text) if len(s.strip()) > 60]
 
