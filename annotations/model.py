@@ -203,12 +203,16 @@ def _validate_header(path: Path, values: dict[str, str], lines: list[str]) -> No
         raise AnnotationFormatError(path, line_of("title"), "title is empty")
 
 
-def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[str, dict[str, list[str]]]:
+def _split_links(
+    path: Path, heading_line: int, body_lines: list[str]
+) -> tuple[str, dict[str, list[str]], dict[str, list[int]]]:
     """Separate the trailing link lines of a note from its prose; links must come last.
 
+    Returns the prose, each kind's values and the 1-based line where each value starts.
     A ``- reach:`` or ``- later:`` value may continue on following lines indented by two spaces.
     """
     links: dict[str, list[str]] = {kind: [] for kind in LINK_KINDS}
+    link_lines: dict[str, list[int]] = {kind: [] for kind in LINK_KINDS}
     prose: list[str] = []
     first_link: int | None = None
     in_fence = False
@@ -231,6 +235,7 @@ def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[
                     path, line_no, f"see target {match['value']!r} is not 'v<version>/<path>#<note id>'"
                 )
             links[kind].append(match["value"])
+            link_lines[kind].append(line_no)
             continue
         if kind is not None and kind.startswith(("ref", "prop", "see", "rea", "lat")):
             raise AnnotationFormatError(path, line_no, f"unknown link kind {kind!r} (known: {', '.join(LINK_KINDS)})")
@@ -239,7 +244,7 @@ def _split_links(path: Path, heading_line: int, body_lines: list[str]) -> tuple[
                 path, line_no, f"prose after the link lines that start at line {first_link}; links must end the note"
             )
         prose.append(text)
-    return "\n".join(prose).strip("\n"), links
+    return "\n".join(prose).strip("\n"), links, link_lines
 
 
 def parse(path: Path | str) -> AnnotationFile:
@@ -292,26 +297,14 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
             raise AnnotationFormatError(path, index + 1, f"note id {note_id!r} already used at line {seen[note_id]}")
         seen[note_id] = index + 1
         stop = headings[position + 1][0] if position + 1 < len(headings) else len(lines)
-        body, links = _split_links(path, index + 1, lines[index + 1 : stop])
+        body, links, link_lines = _split_links(path, index + 1, lines[index + 1 : stop])
         reach = None
         if links["reach"]:
-            reach_lines = [index + 1 + k for k, t in enumerate(lines[index:stop]) if t.startswith("- reach:")]
-            for number, (line_no, value) in enumerate(zip(reach_lines, links["reach"], strict=False)):
-                if serving_definitions.names_used(value):
-                    included |= serving_definitions.names_used(value)
-                    try:
-                        value = serving_definitions.expand(value, header["version"], _definitions(path, definitions), f"the reach line of note {note_id!r}")
-                    except serving_definitions.ServingError as err:
-                        raise AnnotationFormatError(path, line_no, str(err)) from None
-                    links["reach"][number] = value
-                try:
-                    parse_reach(value)
-                except ReachError as err:
-                    raise AnnotationFormatError(path, line_no, str(err)) from None
-            try:
-                reach = combine_routes(links["reach"])
-            except ReachError as err:
-                raise AnnotationFormatError(path, reach_lines[-1], f"note {note_id!r}: {err}") from None
+            included |= serving_definitions.names_used("\n".join(links["reach"]))
+            reach = _routes(
+                path, header["version"], links["reach"], link_lines["reach"], definitions,
+                where=f"the reach line of note {note_id!r}", combine_prefix=f"note {note_id!r}: ",
+            )
         later = _parse_later(path, index + 1, note_id, links["later"])
         notes.append(
             Note(note_id, start, end, match["hash"], body, links["ref"], links["prop"], links["see"], index + 1, reach, later)
@@ -376,16 +369,41 @@ def _header_routes(
     """The header's ``reach:`` routes, includes expanded, each parsed and then combined."""
     if "reach" not in header:
         return None
-    routes = _expand_includes(path, header, lines, definitions, "reach").split("\n")
-    for number, value in enumerate(routes):
+    values = header["reach"].split("\n")
+    numbers = [_header_line(lines, "reach", number) for number in range(len(values))]
+    return _routes(path, header["version"], values, numbers, definitions, where="reach header")
+
+
+def _routes(
+    path: Path,
+    version: str,
+    values: list[str],
+    line_numbers: list[int],
+    definitions: serving_definitions.Definitions | None,
+    where: str,
+    combine_prefix: str = "",
+) -> Reach:
+    """Routes written as ``reach`` lines (of a header or a note), combined into one reach status.
+
+    Each value has its ``{{name}}`` includes expanded and is parsed on its own; an error names the
+    line in ``line_numbers`` where that value starts, and ``where`` says whose line it is.
+    """
+    expanded = []
+    for value, line_no in zip(values, line_numbers, strict=True):
+        if serving_definitions.names_used(value):
+            try:
+                value = serving_definitions.expand(value, version, _definitions(path, definitions), where)
+            except serving_definitions.ServingError as err:
+                raise AnnotationFormatError(path, line_no, str(err)) from None
         try:
             parse_reach(value)
         except ReachError as err:
-            raise AnnotationFormatError(path, _header_line(lines, "reach", number), str(err)) from None
+            raise AnnotationFormatError(path, line_no, str(err)) from None
+        expanded.append(value)
     try:
-        return combine_routes(routes)
+        return combine_routes(expanded)
     except ReachError as err:
-        raise AnnotationFormatError(path, _header_line(lines, "reach", len(routes) - 1), str(err)) from None
+        raise AnnotationFormatError(path, line_numbers[-1], f"{combine_prefix}{err}") from None
 
 
 _LATER = re.compile(r"^(?P<version>[0-9]+\.[0-9]+\.[0-9]+): +(?P<text>\S.*)$")

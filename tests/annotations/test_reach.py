@@ -213,3 +213,17 @@ def test_header_reach_lines_are_routes_and_serving_is_single(toy):
     with pytest.raises(AnnotationFormatError, match="cannot be one of several routes") as err:
         parse_text("x.md", text.replace("reach: setting `b=1`: two", "reach: default"))
     assert text.replace("reach: setting `b=1`: two", "reach: default").split("\n")[err.value.line - 1] == "reach: default"
+
+
+def test_a_bad_reach_line_is_named_by_its_own_line(toy):
+    """Catches: a reach error reported at the wrong line when the note's prose quotes a
+    '- reach:' line inside a code fence, or when an earlier route wraps onto a second line."""
+    text = toy.text(_notes({"ring.push": "setting `a=1`: one"})).replace(
+        "- reach: setting `a=1`: one",
+        "- reach: setting `a=1`: one\n  wrapped\n- reach: reachd",
+    )
+    heading = next(t for t in text.split("\n") if t.startswith("## `ring.push`"))
+    text = text.replace(heading, heading + "\n\n```\n- reach: default\n```\n")
+    with pytest.raises(AnnotationFormatError, match="'reachd' is unknown") as err:
+        parse_text("x.md", text)
+    assert text.split("\n")[err.value.line - 1] == "- reach: reachd"
