@@ -17,8 +17,9 @@ defaults to position-independent executables) and in any that loads ``libpython`
 library. It stays put where ``None`` lies in an executable that is not position-independent
 (Debian 12's ``/usr/bin/python3``). With address randomisation off it repeats only between
 processes started alike: a shared ``libpython`` still lands at an address that depends on the
-libraries mapped before it and on the stack limit, so a preloaded library or another
-``ulimit -s`` moves it. Ints and bools hash the same in every process of a 64-bit build. Hashes
+libraries mapped before it and on the stack limit, so a preloaded library moves it, and so does a
+stack limit large enough to move the kernel's mmap base (on Linux, about 128 MiB or more, or
+``unlimited``). Ints and bools hash the same in every process of a 64-bit build. Hashes
 thus agree with vLLM's byte for byte inside one process (which is how the lockstep conformance runs); across processes
 they agree only under the same ``PYTHONHASHSEED`` and, on Python 3.11 and older, for pages without
 an adapter only where ``None`` has the same address in both processes: the same executable that
