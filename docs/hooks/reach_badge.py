@@ -4,7 +4,8 @@ Each note may carry a reachability status (``annotations.reach``); this module t
 small badge placed above the note's prose (one per route when several routes reach the lines), and writes the legend that explains the four badges
 and what "the serving path" means for the page (the file's ``serving:`` header). A note without a
 status of its own shows the file's badges without their reasons, which the legend gives once (a
-file reached by several routes would otherwise repeat the same paragraphs above every note). Markdown inside
+file reached by several routes would otherwise repeat the same paragraphs above every note); a
+note's own route that is also one of the file's routes links to the legend the same way. Markdown inside
 the setting and the why (code spans, citations) is rendered by the caller's Markdown instance.
 """
 
@@ -41,8 +42,14 @@ def _inline(render: Render, markdown_text: str) -> str:
 LEGEND_ID = "reach-legend"
 
 
-def _route_html(route: Reach, render: Render, first: bool, with_why: bool = True) -> str:
-    """One route's badge: its label (read after "or" when it is not the first) and its why."""
+#: The link a route shows in place of reasons that the legend gives.
+_LEGEND_LINK = (f'<a class="ann-reach-file" href="#{LEGEND_ID}" title="the reasons are in this page\'s legend">'
+                "{text}</a>")
+
+
+def _route_html(route: Reach, render: Render, first: bool, with_why: bool = True, file_route: bool = False) -> str:
+    """One route's badge: its label (read after "or" when it is not the first) and its why; a route
+    that is also one of the file's routes (``file_route``) links to the legend instead of its why."""
     text = escape(route.label)
     if route.status == "setting":
         text = f"reached only with {_inline(render, route.setting)}"
@@ -50,28 +57,39 @@ def _route_html(route: Reach, render: Render, first: bool, with_why: bool = True
         text = f"reached only for models {_inline(render, route.setting)}"
     if not first:
         text = "or " + text.removeprefix("reached only ")
-    why = f'<span class="ann-reach-why">{_inline(render, route.why)}</span>' if route.why and with_why else ""
+    why = ""
+    if file_route:
+        why = " " + _LEGEND_LINK.format(text="as in this file's status: why")
+    elif route.why and with_why:
+        why = f'<span class="ann-reach-why">{_inline(render, route.why)}</span>'
     return f'<div class="{CSS_CLASS[route.status]}"><span class="ann-reach-label">{text}</span>{why}</div>\n'
 
 
-def badge_html(reach: Reach | None, render: Render, with_why: bool = True) -> str:
+def badge_html(
+    reach: Reach | None, render: Render, with_why: bool = True, file_routes: frozenset[Reach] = frozenset()
+) -> str:
     """The badge of a status (empty when the note has none); a status of several routes gets one
-    badge per route, the later ones read after "or", inside one group."""
+    badge per route, the later ones read after "or", inside one group. A route among
+    ``file_routes`` (the file's own) links to the legend, which gives its reasons, instead of
+    repeating them."""
     if reach is None:
         return ""
     if not reach.also:
-        return _route_html(reach, render, first=True, with_why=with_why)
-    routes = "".join(_route_html(route, render, i == 0, with_why) for i, route in enumerate(reach.routes))
+        return _route_html(reach, render, True, with_why, reach in file_routes)
+    routes = "".join(
+        _route_html(route, render, i == 0, with_why, route in file_routes) for i, route in enumerate(reach.routes)
+    )
     return f'<div class="ann-reach-routes">{routes}</div>\n'
 
 
 def note_badge_html(ann: AnnotationFile, note: Note, render: Render) -> str:
-    """The badge of a note: its own status with its reasons, else its file's status, whose reasons
-    the legend gives (linked from the badge)."""
+    """The badge of a note: its own status with its reasons (a route it shares with its file links
+    to the legend instead), else its file's status, whose reasons the legend gives (linked from the
+    badge)."""
     if note.reach is not None or ann.reach is None:
-        return badge_html(note.reach, render)
-    link = (f'<a class="ann-reach-file" href="#{LEGEND_ID}" title="the reasons are in this page\'s legend">'
-            "this file's status: why</a>")
+        file_routes = frozenset(ann.reach.routes) if ann.reach is not None else frozenset()
+        return badge_html(note.reach, render, file_routes=file_routes)
+    link = _LEGEND_LINK.format(text="this file's status: why")
     return f'<div class="ann-reach-inherited">{badge_html(ann.reach, render, with_why=False)}{link}</div>\n'
 
 

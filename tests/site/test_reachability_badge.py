@@ -84,3 +84,20 @@ def test_a_note_shows_the_file_status_without_its_reasons_and_the_legend_gives_t
     assert 'id="reach-legend"' in legend
     assert legend.count('<a href="https://example.org/b#L7">backend</a>') == 1
     assert '<a href="https://example.org/p#L1">priority</a>' in legend
+
+
+def test_a_notes_route_shared_with_its_file_links_to_the_legend_and_keeps_its_other_reasons():
+    """Catches: a file route that a note repeats among routes of its own (the Triton pointer-path
+    notes share five of the header's eight routes) printing the header's long reasons again above
+    that note, or the note's own, narrower routes losing their reasons."""
+    shared = Reach("models", "on a GPU below 8.0", "[priority](https://example.org/p#L1)")
+    file_reach = Reach("setting", "`TRITON_ATTN`", "the [backend](https://example.org/b#L7) calls it", also=(shared,))
+    narrowed = Reach("setting", "`TRITON_ATTN` on XPU with `TD=0`", "the [switch](https://example.org/s#L3)")
+    note = Note("n", 1, 2, "0" * 12, "body", reach=Reach(narrowed.status, narrowed.setting, narrowed.why, also=(shared,)))
+    html = note_badge_html(_file(file_reach, [note]), note, _render)
+    assert "example.org/p" not in html and html.count('href="#reach-legend"') == 1
+    assert '<a href="https://example.org/s#L3">switch</a>' in html
+    alone = Note("m", 3, 4, "0" * 12, "body", reach=shared)
+    assert "example.org/p" not in note_badge_html(_file(file_reach, [alone]), alone, _render)
+    other_file = _file(Reach("default"), [note])
+    assert '<a href="https://example.org/p#L1">priority</a>' in note_badge_html(other_file, note, _render)
