@@ -44,8 +44,12 @@ NONE_HASH: int = hash("None")
 
 def hash_block_tokens(is_first_block: bool, prev_block_hash: Optional[int],
                       token_ids: Sequence[int], extra_hash: Optional[int] = None) -> int:
-    """Hash one full page given the hash of the page before it, as vLLM 0.6.5 and later do
-    (for the first page: the parent :attr:`PageHashing.first_parent`)."""
+    """Hash one full page given the hash of the page before it, as vLLM 0.6.5 and later do.
+
+    The caller passes the first page's parent (:attr:`PageHashing.first_parent`). A ``None``
+    parent is hashed as given: vLLM 0.10.2's classmethod replaces it by its sentinel for a first
+    page, but none of its callers passes ``None`` there, and :meth:`PageHashing.page_hash` is
+    the reference's counterpart of those callers."""
     return hash((is_first_block, prev_block_hash, *token_ids, extra_hash))
 
 
