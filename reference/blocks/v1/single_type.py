@@ -32,7 +32,9 @@ def full_attention_hit(
 ) -> tuple[list[list[KVBlock]], int]:
     """Longest run of cached blocks from the start, at most ``max_length`` tokens.
 
-    Hashes are chained, so the first miss ends the search: no later block can hit.
+    A full-attention hit must be a contiguous prefix, so the first miss ends the search; a later
+    block may still be cached (its chained hash survives an earlier block's eviction), but nothing
+    after a miss can extend the hit.
     """
     hit = pool.cached_prefix(islice(block_hashes, max_length // block_size), group_ids)
     return hit, len(hit[0]) * block_size
