@@ -30,7 +30,6 @@ Importing this module needs no vLLM: :func:`compare` and :func:`load_report` are
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import os
@@ -40,6 +39,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotations.line_trace import LineTracer, declined_guards, def_header_lines, if_branches
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
 from upstream.releases import V0_RELEASE
 
@@ -333,7 +333,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     from vllm.sampling_params import SamplingParams
 
     w = WORKLOAD
-    tracer = _Tracer(_vllm_root())
+    tracer = LineTracer(_vllm_root(), TRACED)
     head = {"settings": config["settings"], "engine_args": _engine_args(config)}
     if trace:
         tracer.start()  # the scheduler and its block manager are built inside the trace
@@ -448,66 +448,6 @@ def _vllm_root() -> Path:
     return Path(vllm.__file__).resolve().parent.parent
 
 
-class _Tracer:
-    """Line events of the traced upstream files, as ``{upstream path: set of line numbers}``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = str(root) + os.sep
-        self.seen: dict[str, set[int]] = {}
-        self._names: dict[str, str | None] = {}
-
-    def _name(self, filename: str) -> str | None:
-        if filename not in self._names:
-            name = None
-            if filename.startswith(self.root):
-                rel = filename[len(self.root):].replace(os.sep, "/")
-                if any(rel == t or (t.endswith("/") and rel.startswith(t)) for t in TRACED):
-                    name = rel
-            self._names[filename] = name
-        return self._names[filename]
-
-    def _global(self, frame, event, arg):
-        name = self._name(frame.f_code.co_filename)
-        if name is None:
-            return None
-        lines = self.seen.setdefault(name, set())
-
-        def local(frame, event, arg):
-            if event == "line":
-                lines.add(frame.f_lineno)
-            return local
-
-        return local
-
-    def start(self) -> None:
-        sys.settrace(self._global)
-
-    def stop(self) -> None:
-        sys.settrace(None)
-
-    def lines(self) -> dict[str, list[int]]:
-        return {name: sorted(lines) for name, lines in sorted(self.seen.items())}
-
-
-def _branches(source: str) -> list[list[int]]:
-    """``[test line, first body line, last body line]`` of every ``if``/``elif`` in a source file."""
-    return sorted(
-        [node.lineno, node.body[0].lineno, node.body[-1].end_lineno]
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.If)
-    )
-
-
-def _def_headers(source: str) -> list[int]:
-    """Lines of every ``def`` header (decorators and signature): at import they only bind a name."""
-    lines: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            lines.update(range(first, node.body[0].lineno))
-    return sorted(lines)
-
-
 def run(out: Path = REPORT) -> dict:
     """Run every configuration and write the report."""
     os.environ["VLLM_USE_V1"] = "0"
@@ -520,7 +460,7 @@ def run(out: Path = REPORT) -> dict:
         for p in ((root / t).glob("*.py") if t.endswith("/") else [root / t])
     )
     assert not any(m.startswith("vllm.core") for m in sys.modules), "vllm.core was imported before the trace"
-    imports = _Tracer(root)
+    imports = LineTracer(root, TRACED)
     imports.start()  # module bodies: imports, class bodies, def statements
     try:
         import vllm.engine.llm_engine  # imports the scheduler and the block manager
@@ -538,8 +478,8 @@ def run(out: Path = REPORT) -> dict:
                   "reset_prefix_cache called on an engine shell; only the model executor is fake",
         "workload": WORKLOAD,
         "sha256": {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files},
-        "branches": {f: _branches((root / f).read_text(encoding="utf-8")) for f in files},
-        "def_headers": {f: _def_headers((root / f).read_text(encoding="utf-8")) for f in files},
+        "branches": {f: if_branches((root / f).read_text(encoding="utf-8")) for f in files},
+        "def_headers": {f: def_header_lines((root / f).read_text(encoding="utf-8")) for f in files},
         "imported": imports.lines(),
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
         "scenarios": {name: {k: v for k, v in drive(config).items() if k != "executed"}
@@ -669,13 +609,6 @@ def _settings_needed(reach) -> list[list[str]]:
     return [need for need in needs if need is not None] if all(need is not None for need in needs) else []
 
 
-def _guards(branches: list[list[int]], ran: set[int]) -> set[int]:
-    """Test lines of ``if`` statements that ran while no line of their body did: the code
-    looked and declined, so the branch a note explains was not entered."""
-    return {test for test, first, last in branches
-            if test in ran and not any(first <= n <= last for n in ran)}
-
-
 def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Finding]:
     """Set the probe's executed lines against every traced file's notes.
 
@@ -696,7 +629,7 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
         have = set(config["settings"])
         for upstream, af in sorted(traced.items()):
             ran = set(config["executed"].get(upstream, []))
-            entered = ran - _guards(report["branches"].get(upstream, []), ran)
+            entered = ran - declined_guards(report["branches"].get(upstream, []), ran)
             # At import a module runs its own statements; a ``def`` line there runs no function.
             defs = set(report["def_headers"].get(upstream, []))
             imported = set(report["imported"].get(upstream, [])) - defs
@@ -743,7 +676,7 @@ def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list
                    "status": _status_text(reach) if reach else "", "at_import": any(n in imported for n in inside)}
             for name, config in report["configs"].items():
                 ran = set(config["executed"].get(af.upstream, []))
-                entered = ran - _guards(report["branches"].get(af.upstream, []), ran)
+                entered = ran - declined_guards(report["branches"].get(af.upstream, []), ran)
                 row[name] = sorted(n for n in entered if n in inside)
             rows.append(row)
     return rows

@@ -1,0 +1,466 @@
+"""Check the V1 notes' reachability statuses by running vLLM 0.33.0's scheduler on CPU.
+
+The ``- reach:`` statuses of the V1 block-manager notes were derived by reading vLLM's code. This
+probe checks them by running it. For each kind of model it:
+
+* plans the KV cache from one layer spec per layer as ``EngineCore._initialize_kv_caches`` does
+  (``get_global_kv_cache_groups``, ``get_kv_cache_configs``, ``generate_scheduler_kv_cache_config``,
+  ``update_kv_cache_capacity``, ``resolve_kv_cache_block_sizes``, ``resolve_cache_hit_alignment_tokens``),
+  for one worker whose memory holds the workload's blocks;
+* builds the scheduler class the engine would choose with default settings (``AsyncScheduler``:
+  asynchronous scheduling is on by default for generative models), and with it the real
+  ``KVCacheManager``, coordinators, single-type managers and block pool;
+* drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
+
+Every configuration uses default settings, as ``vllm serve`` applies them to a generative model:
+prefix caching on (off for an attention-free model), chunked prefill, asynchronous scheduling,
+statistics logged. What differs is the kind of model. The requests share prefixes, and a small KV cache forces preemption. Two requests are
+aborted. A second wave of requests arrives once the first is done, and the fake model samples random tokens, sometimes EOS.
+
+Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
+to a temporary folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
+layer specs, plus ``attention_chunk_size`` in the configuration for the chunked-local kind, which the
+engine reads to decide about the hybrid KV-cache manager. The platform is asked whether it supports
+the hybrid KV-cache manager, and the probe answers as CUDA does (yes): vLLM's CUDA build reports no
+platform on a machine without a GPU.
+
+While it runs, ``sys.settrace`` records the executed lines of the five V1 core files; the lines run
+while those modules are imported are recorded apart. The report (``annotations/reach-probe-0.33.0.json``)
+gives, per configuration, the kind of model, what the run did and the executed lines per file;
+:func:`compare` sets it against the notes. Run it (the vLLM environment is
+``scripts/ensure-env requirements/vllm-0.33.0.txt``)::
+
+    CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $V/bin/python -m annotations.reach_probe_v1
+
+Importing this module needs no vLLM: :func:`compare` and :func:`load_report` are what the tests use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotations.line_trace import LineTracer, declined_guards, def_header_lines, if_branches, working_lines
+from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
+from upstream.releases import V1_RELEASE
+
+VERSION = V1_RELEASE
+REPORT = ANNOTATIONS_ROOT / f"reach-probe-{VERSION}.json"
+COMMAND = 'CUDA_VISIBLE_DEVICES="" PYTHONPATH=. $V/bin/python -m annotations.reach_probe_v1'
+#: The upstream files whose lines are recorded: the annotated V1 core files.
+TRACED = (
+    "vllm/v1/core/block_pool.py",
+    "vllm/v1/core/kv_cache_coordinator.py",
+    "vllm/v1/core/kv_cache_manager.py",
+    "vllm/v1/core/kv_cache_utils.py",
+    "vllm/v1/core/single_type_kv_cache_manager.py",
+)
+
+#: The kinds of model the probe runs, each with default settings: the layers' KV-cache specs, in
+#: the notes' words, and the model configuration fields the engine reads for that kind.
+CONFIGS: dict[str, dict] = {
+    "full_attention": {
+        "model": "a model whose layers are all full attention (Llama, Qwen3)",
+        "layers": ["full", "full"],
+    },
+    "full_and_sliding_window": {
+        "model": "a model with full-attention and sliding-window layers (Gemma 3, GPT-OSS)",
+        "layers": ["full", "sliding_window"],
+    },
+    "sliding_window_only": {
+        "model": "a model whose layers all use a sliding window (Mistral-7B-v0.1)",
+        "layers": ["sliding_window", "sliding_window"],
+    },
+    "full_and_chunked_local": {
+        "model": "a model with full-attention and chunked-local layers (Llama 4)",
+        "layers": ["full", "chunked_local"],
+        "hf_config": {"attention_chunk_size": 64},
+    },
+    "attention_and_mamba": {
+        "model": "a model with attention and Mamba layers (NemotronH, Qwen3-Next)",
+        "layers": ["full", "mamba"],
+        "mamba_cache_mode": "align",  # what the Mamba configuration hook selects under prefix caching
+    },
+    "mamba_only": {
+        "model": "an attention-free model of Mamba layers (Mamba-2), whose default leaves prefix caching off",
+        "layers": ["mamba", "mamba"],
+        "prefix_caching": False,
+        "mamba_cache_mode": "none",
+    },
+}
+#: The sizes and workload shared by every configuration (small, so that preemption happens).
+WORKLOAD = {
+    "block_size": 16,
+    "num_blocks_per_layer": 48,
+    "max_model_len": 512,  # the planner refuses a KV cache smaller than one max-length request
+    "max_num_seqs": 16,
+    "max_num_batched_tokens": 96,
+    "batches_in_flight": 2,  # EngineCore's batch queue under asynchronous scheduling
+    "requests": 48,
+    "first_wave": 36,  # the rest arrive once these are done, to hit what they cached
+    "max_steps": 4000,
+    "seed": 0,
+    "eos_token_id": 2,
+    "sliding_window": 48,
+    "attention_chunk_size": 64,
+}
+#: Steps at which the probe aborts the newest running request.
+ABORT_STEPS = (40, 90)
+
+_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+          "rms_norm_eps": 1e-5, "torch_dtype": "float16", "bos_token_id": 1, "eos_token_id": 2}
+
+
+# --------------------------------------------------------------------------- driving vLLM
+
+
+def _vllm_root() -> Path:
+    import vllm
+
+    return Path(vllm.__file__).resolve().parent.parent
+
+
+def _layer_spec(kind: str):
+    import torch
+    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec, MambaSpec, SlidingWindowSpec
+
+    w = WORKLOAD
+    attention = {"block_size": w["block_size"], "num_kv_heads": 2, "head_size": 64, "dtype": torch.float16}
+    if kind == "full":
+        return FullAttentionSpec(**attention)
+    if kind == "sliding_window":
+        return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"])
+    if kind == "chunked_local":
+        return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=w["attention_chunk_size"])
+    if kind == "mamba":  # the same page size as an attention layer, as the planner requires
+        return MambaSpec(block_size=w["block_size"], shapes=((2, 1024), (2, 1024)),
+                         dtypes=(torch.float16, torch.float16), mamba_cache_mode="align")
+    raise ValueError(f"unknown layer kind {kind!r}")
+
+
+def _build(config: dict, model_dir: Path):
+    """The scheduler the engine core would build for this kind of model, and its request hasher."""
+    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+    from vllm.platforms import current_platform
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+    from vllm.v1.core.kv_cache_utils import (
+        generate_scheduler_kv_cache_config,
+        get_request_block_hasher,
+        init_none_hash,
+        resolve_cache_hit_alignment_tokens,
+        resolve_kv_cache_block_sizes,
+        update_kv_cache_capacity,
+    )
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)  # as CUDA answers
+    w = WORKLOAD
+    (model_dir / "config.json").write_text(json.dumps({**_LLAMA, **config.get("hf_config", {})}))
+    model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float16",
+                        max_model_len=w["max_model_len"])
+    scheduler = SchedulerConfig(max_num_seqs=w["max_num_seqs"], max_num_batched_tokens=w["max_num_batched_tokens"],
+                                max_model_len=w["max_model_len"], enable_chunked_prefill=True,
+                                is_encoder_decoder=False)
+    caching = config.get("prefix_caching", True)
+    cache = CacheConfig(block_size=w["block_size"], enable_prefix_caching=caching)
+    if "mamba_cache_mode" in config:
+        cache.mamba_cache_mode = config["mamba_cache_mode"]
+        if caching:  # "align" mode: the platform gives Mamba the attention block
+            cache.mamba_block_size = w["block_size"]
+    vllm_config = VllmConfig(model_config=model, scheduler_config=scheduler, cache_config=cache,
+                             parallel_config=ParallelConfig(), device_config=DeviceConfig(device="cpu"))
+    register_all_kvcache_specs(vllm_config)
+    specs = {f"model.layers.{i}.attn": _layer_spec(kind) for i, kind in enumerate(config["layers"])}
+    # EngineCore._initialize_kv_caches, for one worker whose memory holds the workload's blocks
+    resolve_kv_cache_layout(vllm_config, [["LBNHC"]], specs.values())
+    global_groups = get_global_kv_cache_groups(vllm_config, [specs])
+    memory = max(spec.page_size_bytes for spec in specs.values()) * len(specs) * w["num_blocks_per_layer"]
+    kv_cache_config = generate_scheduler_kv_cache_config(
+        get_kv_cache_configs(vllm_config, [specs], [memory], global_groups))
+    cache.num_gpu_blocks = kv_cache_config.num_blocks
+    groups = kv_cache_config.kv_cache_groups
+    cache.block_size = min([g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable]
+                           or [g.kv_cache_spec.block_size for g in groups])
+    update_kv_cache_capacity(vllm_config, kv_cache_config)
+    vllm_config.validate_block_size()
+    block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
+    kv_cache_config.hash_block_size = hash_block_size
+    kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
+        kv_cache_config, vllm_config, block_size, hash_block_size)
+    hash_fn = get_hash_fn_by_name(cache.prefix_caching_hash_algo)
+    init_none_hash(hash_fn)
+    scheduler_cls = vllm_config.scheduler_config.get_scheduler_cls()
+    sched = scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
+                          structured_output_manager=StructuredOutputManager(vllm_config), log_stats=True,
+                          block_size=block_size, hash_block_size=hash_block_size)
+    # The engine core hashes requests only under prefix caching (or for a KV connector, which the probe has not).
+    hasher = (get_request_block_hasher(hash_block_size, hash_fn, vllm_config.num_hash_lookahead_tokens)
+              if caching else None)
+    plan = {"scheduler": scheduler_cls.__name__, "groups": [type(g.kv_cache_spec).__name__ for g in kv_cache_config.kv_cache_groups],
+            "num_blocks": kv_cache_config.num_blocks, "block_size": block_size, "hash_block_size": hash_block_size,
+            "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
+            "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+            "batches_in_flight": vllm_config.max_concurrent_batches}
+    return sched, hasher, plan
+
+
+def _prompts(rng: random.Random, count: int) -> list[list[int]]:
+    """Prompts of 5 to 300 tokens, most starting with one of three shared prefixes."""
+    prefixes = [[rng.randrange(3, 1000) for _ in range(rng.randrange(20, 120))] for _ in range(3)]
+    prompts = []
+    for _ in range(count):
+        head = rng.choice(prefixes) if rng.random() < 0.7 else []
+        prompts.append(head + [rng.randrange(3, 1000) for _ in range(rng.randrange(5, 180))])
+    return prompts
+
+
+def drive(config: dict, trace: bool = True) -> dict:
+    """Run one configuration; return what it did and (with ``trace``) the executed lines."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request, RequestStatus
+
+    w = WORKLOAD
+    rng = random.Random(w["seed"])
+    tracer = LineTracer(_vllm_root(), TRACED) if trace else None
+    if tracer:
+        tracer.start()  # the managers' and the pool's constructors are traced too
+    try:
+        with tempfile.TemporaryDirectory() as model_dir:
+            sched, hasher, plan = _build(config, Path(model_dir))
+    except BaseException:
+        if tracer:
+            tracer.stop()
+        raise
+    prompts = _prompts(rng, w["requests"])
+    counts: collections.Counter = collections.Counter()
+    in_flight: collections.deque = collections.deque()
+    step = 0
+
+    def add(i: int) -> None:
+        params = SamplingParams(max_tokens=rng.randrange(1, 40))
+        params.update_from_generation_config({}, w["eos_token_id"])
+        sched.add_request(Request(request_id=f"r{i}", prompt_token_ids=prompts[i], sampling_params=params,
+                                  pooling_params=None, block_hasher=hasher))
+
+    def finish_oldest() -> None:
+        output, sampling = in_flight.pop()
+        ids = [r for r in output.num_scheduled_tokens if r in sched.requests]
+        sampled = [[rng.choice([w["eos_token_id"]] + [7] * 15)] if sampling.get(r) else [] for r in ids]
+        outputs = sched.update_from_output(output, ModelRunnerOutput(
+            req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=sampled,
+            logprobs=None, prompt_logprobs_dict={}, pooler_output=[]))
+        counts["outputs"] += 1
+        for engine_outputs in outputs.values():
+            stats = engine_outputs.scheduler_stats
+            if stats is not None and stats.prefix_cache_stats is not None:
+                counts["prefix_cache_queries"] += stats.prefix_cache_stats.queries
+                counts["prefix_cache_hits"] += stats.prefix_cache_stats.hits
+
+    try:
+        added = 0
+        for wave_end in (w["first_wave"], len(prompts)):
+            while step < w["max_steps"] and (added < wave_end or sched.has_requests() or in_flight):
+                step += 1
+                for _ in range(rng.randrange(0, 3)):
+                    if added < wave_end:
+                        add(added)
+                        added += 1
+                if step in ABORT_STEPS and sched.running:
+                    sched.finish_requests([sched.running[-1].request_id], RequestStatus.FINISHED_ABORTED)
+                    counts["aborted"] += 1
+                if sched.has_requests() and len(in_flight) < w["batches_in_flight"]:
+                    output = sched.schedule()
+                    if output.total_num_scheduled_tokens > 0:
+                        counts["batches"] += 1
+                        counts["preempted"] += len(output.preempted_req_ids or ())
+                        sampling = {r: not sched.requests[r].is_prefill_chunk for r in output.num_scheduled_tokens}
+                        in_flight.appendleft((output, sampling))
+                        if len(in_flight) < w["batches_in_flight"]:
+                            continue
+                if in_flight:
+                    finish_oldest()
+    finally:
+        if tracer:
+            tracer.stop()
+    done = {"model": config["model"], "plan": plan,
+            "run": {"steps": step, "requests": added, "unfinished": sched.get_num_unfinished_requests(),
+                    **dict(counts)}}
+    if tracer:
+        done["executed"] = tracer.lines()
+    return done
+
+
+def run(out: Path = REPORT) -> dict:
+    """Run every configuration and write the report."""
+    import vllm
+
+    root = _vllm_root()
+    files = list(TRACED)
+    assert not any(m.startswith("vllm.v1.core") for m in sys.modules), "vllm.v1.core was imported before the trace"
+    imports = LineTracer(root, TRACED)
+    imports.start()  # module bodies: imports, class bodies, def statements
+    try:
+        import vllm.v1.core.sched.async_scheduler  # imports the managers, the pool and the utilities
+        for f in files:
+            __import__(f[: -len(".py")].replace("/", "."))
+    finally:
+        imports.stop()
+    report = {
+        "vllm_version": vllm.__version__,
+        "python": sys.version.split()[0],
+        "command": COMMAND,
+        "driver": "real V1 AsyncScheduler, KVCacheManager, coordinators, single-type managers and block pool, "
+                  "planned from per-layer KV-cache specs by the engine core's planner; two batches in "
+                  "flight as EngineCore.step_with_batch_queue keeps them; only the model outputs are fake, "
+                  "and the platform answers the hybrid KV-cache manager question as CUDA does",
+        "workload": WORKLOAD,
+        "sha256": {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files},
+        "branches": {f: if_branches((root / f).read_text(encoding="utf-8")) for f in files},
+        "def_headers": {f: def_header_lines((root / f).read_text(encoding="utf-8")) for f in files},
+        "working": {f: working_lines((root / f).read_text(encoding="utf-8")) for f in files},
+        "imported": imports.lines(),
+        "configs": {name: drive(config) for name, config in CONFIGS.items()},
+    }
+    text = json.dumps(report, indent=1)
+    text = re.sub(r"\[[0-9,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)  # a list of numbers: one line
+    out.write_text(text + "\n", encoding="utf-8")
+    return report
+
+
+# --------------------------------------------------------------------------- comparing with the notes
+
+
+def load_report(path: Path = REPORT) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "contradiction", "suspect", "import-only" or "unseen"
+    file: str  # upstream path
+    note: str
+    status: str  # the note's reach, as written
+    lines: tuple[int, ...]  # executed lines of the note, and where (empty unless a contradiction)
+    configs: tuple[str, ...]
+    why: str
+
+    def __str__(self) -> str:
+        ran = f" ran L{', L'.join(map(str, self.lines))} in {', '.join(self.configs)}" if self.lines else ""
+        return f"[{self.kind}] {self.file} `{self.note}`{ran}: {self.why}"
+
+
+def _statuses(reach) -> set[str]:
+    return {route.status for route in reach.routes}
+
+
+def entered_lines(report: dict, config: str, upstream: str) -> set[int]:
+    """The lines of ``upstream`` that ran in ``config``, less ``if`` tests whose body did not run."""
+    ran = set(report["configs"][config]["executed"].get(upstream, []))
+    return ran - declined_guards(report["branches"].get(upstream, []), ran)
+
+
+def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Finding]:
+    """Set the probe's executed lines against every traced V1 note.
+
+    Every configuration runs default settings, so:
+
+    * **contradiction**: a note whose routes are all ``setting`` or ``unreached`` (none ``default``
+      nor ``models``) with a line that ran in any configuration. Lines run at import do not count
+      (they are recorded apart), nor the test line of an ``if`` whose body did not run.
+    * **suspect**: a note with a ``default`` route none of whose lines ran in any configuration:
+      the status may be wrong, or the probe too weak. A note of statements that run at import only
+      (imports, class bodies, constants: no function of it) is not one.
+    * **import-only**: a note whose statements ran at import but none of whose functions ran: fine
+      for an interface, suspect otherwise.
+    * **unseen**: a note with a ``models`` route and no ``default`` one, none of whose lines ran:
+      either the probe runs none of the models named, or the route is wrong. Listed for reading.
+
+    A note with no working line (:func:`annotations.line_trace.working_lines`) is not compared.
+    """
+    if files is None:
+        files = discover()
+    traced = {af.upstream: af for af in files if af.version == VERSION and af.upstream in report["sha256"]}
+    findings: list[Finding] = []
+    for upstream, af in sorted(traced.items()):
+        ran_in = {name: entered_lines(report, name, upstream) for name in report["configs"]}
+        # At import a module runs its own statements; a ``def`` line there runs no function.
+        defs = set(report["def_headers"].get(upstream, []))
+        imported = set(report["imported"].get(upstream, [])) - defs
+        working = set(report["working"].get(upstream, [])) - defs
+        for note in af.notes:
+            reach = af.reach_of(note)
+            if reach is None:
+                continue
+            inside = range(note.start, note.end + 1)
+            if not any(n in inside for n in working):
+                continue  # a signature, a docstring, an abstract body: nothing a run could show
+            where = {name: sorted(n for n in lines if n in inside) for name, lines in ran_in.items()}
+            configs = tuple(name for name, lines in where.items() if lines)
+            lines = tuple(sorted({n for lines in where.values() for n in lines}))
+            statuses = _statuses(reach)
+            status = " or ".join(route.status + (f" {route.setting}" if route.setting else "") for route in reach.routes)
+            if lines:
+                if not statuses & {"default", "models"}:
+                    findings.append(Finding("contradiction", upstream, note.id, status, lines, configs,
+                                            "no route holds with default settings, but its lines ran with them"))
+                continue
+            if any(n in inside for n in imported):
+                if any(n in inside for n in defs) and statuses & {"default", "models"}:
+                    findings.append(Finding("import-only", upstream, note.id, status, (), (),
+                                            "its statements ran at import; none of its functions ran"))
+                continue  # statements that run at import only (imports, class bodies, constants)
+            if "default" in statuses:
+                findings.append(Finding("suspect", upstream, note.id, status, (), (),
+                                        "marked default, but none of its lines ran in any configuration"))
+            elif "models" in statuses:
+                findings.append(Finding("unseen", upstream, note.id, status, (), (),
+                                        "none of its lines ran in the kinds of model the probe runs"))
+    return findings
+
+
+def stale_files(report: dict, files: list[AnnotationFile] | None = None) -> list[str]:
+    """Traced files whose probed bytes are not the bytes the notes were written for."""
+    if files is None:
+        files = discover()
+    return [
+        f"{af.upstream}: probed sha256 {report['sha256'][af.upstream]} != note header {af.sha256}"
+        for af in files
+        if af.version == VERSION and af.upstream in report["sha256"] and report["sha256"][af.upstream] != af.sha256
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotations.reach_probe_v1", description=__doc__.split("\n")[0])
+    parser.add_argument("--compare-only", action="store_true", help="read the committed report; run nothing")
+    parser.add_argument("--out", type=Path, default=REPORT, help="the report to write (or to read with --compare-only)")
+    parser.add_argument("--all", action="store_true", help="also print the unseen notes")
+    args = parser.parse_args(argv)
+    if not args.compare_only:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    report = load_report(args.out) if args.compare_only else run(args.out)
+    for name, config in report["configs"].items():
+        print(f"{name}: {config['model']}; plan {config['plan']}; run {config['run']}")
+    problems = stale_files(report)
+    findings = [f for f in compare(report) if args.all or f.kind != "unseen"]
+    for line in problems + [str(f) for f in findings]:
+        print(line)
+    return 1 if problems or any(f.kind == "contradiction" for f in findings) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
