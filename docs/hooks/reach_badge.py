@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
+from annotations import reach_probe, reach_probe_v1
+from annotations.line_trace import traced_name
 from annotations.model import AnnotationFile, Note
 from annotations.reach import LABELS, STATUSES, Reach
 
@@ -29,6 +31,25 @@ MEANING = {
 }
 
 Render = Callable[[str], str]  # Markdown -> HTML (inline content is wrapped in <p> by Markdown)
+
+#: The probes that check badges by running vLLM: (release, traced upstream paths, what it ran, test).
+PROBES = (
+    (reach_probe.VERSION, reach_probe.TRACED, "the real V0 engine step on CPU, in the defaults and in each"
+     " setting the notes name", "tests/test_reach_probe.py"),
+    (reach_probe_v1.VERSION, reach_probe_v1.TRACED, "the real V1 scheduler on CPU with default settings, for"
+     " six kinds of model", "tests/test_reach_probe_v1.py"),
+)
+
+
+def probe_sentence(ann: AnnotationFile) -> str:
+    """How this page's badges were checked by running vLLM, or ``""`` for a file no probe traces."""
+    for version, traced, ran, test in PROBES:
+        if ann.version == version and traced_name(ann.upstream, traced):
+            return (f"<p><strong>Checked by running:</strong> the annotations' reach probe ran {escape(ran)},"
+                    f" recorded which lines of this file executed, and <code>{escape(test)}</code> fails"
+                    " when lines whose badges all say \u201cnot reached\u201d or \u201conly with a setting\u201d ran"
+                    " without that setting.</p>")
+    return ""
 
 
 def _inline(render: Render, markdown_text: str) -> str:
@@ -116,5 +137,6 @@ def legend_html(ann: AnnotationFile, render: Render) -> str:
     )
     return (
         f'<div class="ann-reach-legend" id="{LEGEND_ID}"><p><strong>Reachability badges.</strong> Each badge says whether '
-        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul>{routes}{own}</div>\n"
+        f"vLLM {escape(ann.version)} runs the lines of its note when serving.</p>{serving}<ul>{rows}</ul>{routes}{own}"
+        f"{probe_sentence(ann)}</div>\n"
     )

@@ -101,3 +101,16 @@ def test_a_notes_route_shared_with_its_file_links_to_the_legend_and_keeps_its_ot
     assert "example.org/p" not in note_badge_html(_file(file_reach, [alone]), alone, _render)
     other_file = _file(Reach("default"), [note])
     assert '<a href="https://example.org/p#L1">priority</a>' in note_badge_html(other_file, note, _render)
+
+
+def test_legend_says_how_a_probed_file_was_checked_and_only_there():
+    """Catches: a page claiming its badges were checked by running when no probe traces its file,
+    or a probed page (V0 block manager, V1 core) that does not say so."""
+    note = Note("a", 1, 2, "0" * 12, "body", reach=Reach("default"))
+    v0 = AnnotationFile("x.md", "vllm/core/block/naive_block.py", "0.10.2", "abc1234", "?", 100, "X", "", [note], None, "")
+    v1 = AnnotationFile("x.md", "vllm/v1/core/block_pool.py", "0.33.0", "abc1234", "?", 100, "X", "", [note], None, "")
+    kernel = AnnotationFile("x.md", "csrc/attention/attention_kernels.cuh", "0.10.2", "abc1234", "?", 100, "X", "",
+                            [note], None, "")
+    assert "tests/test_reach_probe.py" in legend_html(v0, _render)
+    assert "tests/test_reach_probe_v1.py" in legend_html(v1, _render)
+    assert "Checked by running" not in legend_html(kernel, _render)
