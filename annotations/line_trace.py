@@ -107,3 +107,29 @@ def working_lines(source: str) -> list[int]:
     (a signature and its docstring, say) has nothing a run could show."""
     return sorted({node.lineno for node in ast.walk(ast.parse(source))
                    if isinstance(node, ast.stmt) and not _is_stub(node)})
+
+
+def guard_spans(source: str) -> list[list[int]]:
+    """``[first header line, last header line, first body line, last body line]`` of every ``if``,
+    ``elif``, ``while`` and ``for`` whose body starts on a line of its own: the header is the test
+    (or the loop's target and iterable), which may span several lines."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.If, ast.While)):
+            header_end = node.test.end_lineno or node.test.lineno
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            header_end = node.iter.end_lineno or node.iter.lineno
+        else:
+            continue
+        first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
+        if first > header_end:
+            spans.append([node.lineno, header_end, first, last])
+    return sorted(spans)
+
+
+def declined_headers(spans: list[list[int]], ran: set[int]) -> set[int]:
+    """Header lines of ``if``/``while``/``for`` statements that ran while no line of their body did
+    (:func:`guard_spans`): the code tested or looped over nothing, so the body was not entered."""
+    return {n for start, end, first, last in spans
+            if any(start <= m <= end for m in ran) and not any(first <= m <= last for m in ran)
+            for n in range(start, end + 1)}

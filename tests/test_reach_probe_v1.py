@@ -13,37 +13,42 @@ changing a note's range or status, or the probe, rerun the probe (FORMAT.md, "Re
 from __future__ import annotations
 
 from annotations.model import parse_text
-from annotations.reach_probe_v1 import CONFIGS, REPORT, VERSION, compare, load_report, stale_files
+from annotations.reach_probe_v1 import (
+    CONFIGS,
+    EXPLAINED,
+    REPORT,
+    VERSION,
+    WORKLOAD,
+    compare,
+    load_report,
+    stale_files,
+    unexplained,
+)
 
-#: Contradictions the notes explain, each mapping (upstream file, note id) to the exact lines that
-#: ran; the test still fails if the run spreads to other lines or notes.
-#: ``block_pool.emit_block_removed_events``: with events off the function returns at its first test
-#: (L655-L656) on every eviction of a cached block; the note says so and gives the loop's status.
-KNOWN: dict[tuple[str, str], tuple[int, ...]] = {
-    ("vllm/v1/core/block_pool.py", "block_pool.emit_block_removed_events"): (655, 656),
-}
 
-
-def test_probe_report_is_of_the_annotated_bytes_and_every_kind_of_model():
+def test_probe_report_is_of_the_annotated_bytes_and_of_this_probe():
     """Catches: a report made from other vLLM sources than the notes describe (line numbers would
-    not match), or one that lacks a kind of model the probe is meant to run."""
+    not match), or by another version of the probe (other kinds of model, another workload)."""
     report = load_report()
     assert report["vllm_version"] == VERSION
-    assert set(report["configs"]) == set(CONFIGS)
+    assert {name: c["model"] for name, c in report["configs"].items()} == {n: c["model"] for n, c in CONFIGS.items()}
+    assert report["workload"] == WORKLOAD
     assert not stale_files(report)
     assert all(config["run"]["unfinished"] == 0 for config in report["configs"].values())
 
 
 def test_no_reach_status_contradicts_the_probe():
-    """Catches: a note none of whose routes holds with default settings, whose lines ran with them."""
-    found = [f for f in compare(load_report()) if f.kind == "contradiction"]
-    new = [str(f) for f in found if KNOWN.get((f.file, f.note)) != f.lines]
-    assert not new, f"reach statuses contradicted by {REPORT.name}:\n" + "\n".join(new)
+    """Catches: a note none of whose routes is `default` or `models`, whose lines ran with default
+    settings; or a `default` note none of whose functions ran for any kind of model."""
+    found = unexplained(compare(load_report()))
+    assert not found, f"reach statuses contradicted by {REPORT.name}:\n" + "\n".join(map(str, found))
 
 
-def test_no_default_note_went_unrun():
-    """Catches: a note marked `default` none of whose working lines ran for any kind of model."""
-    assert not [str(f) for f in compare(load_report()) if f.kind == "suspect"]
+def test_every_explained_finding_is_still_found():
+    """Catches: an explanation kept after the note or the probe changed, which would hide the next
+    finding on that note."""
+    found = {(f.file, f.note): (f.kind, f.lines) for f in compare(load_report())}
+    assert {key: value[:2] for key, value in EXPLAINED.items()} == {key: found.get(key) for key in EXPLAINED}
 
 
 _TOY = """---
@@ -78,11 +83,11 @@ A signature and its docstring.
 """
 
 
-def _toy_report(ran: list[int], branches: list[list[int]] = (), imported: list[int] = ()) -> dict:
+def _toy_report(ran: list[int], guards: list[list[int]] = (), imported: list[int] = ()) -> dict:
     upstream = "vllm/v1/core/toy.py"
     return {
         "sha256": {upstream: "?"},
-        "branches": {upstream: list(branches)},
+        "guards": {upstream: list(guards)},
         "def_headers": {upstream: [10]},
         "working": {upstream: list(range(1, 10))},
         "imported": {upstream: list(imported)},
@@ -104,5 +109,17 @@ def test_a_declined_guard_and_import_time_lines_are_not_work():
     """Catches: an `if` line whose body did not run, or a statement run at import, being counted
     as the note's code running; and a note of only a signature being called unrun."""
     toy = [parse_text("toy.md", _TOY)]
-    assert not compare(_toy_report([2, 4, 8], [[4, 5, 6]]), toy)
+    assert not compare(_toy_report([2, 4, 8], [[4, 4, 5, 6]]), toy)
     assert not [f for f in compare(_toy_report([8], imported=[2]), toy) if f.note == "toy.live"]
+
+
+def test_a_loop_or_a_multi_line_test_that_declined_is_not_its_body_running():
+    """Catches: the continuation lines of a multi-line `if` test, or a `for` header over nothing,
+    counted as the branch or the loop body running."""
+    from annotations.line_trace import declined_headers, guard_spans
+
+    source = "if (a\n        and b):\n    x = 1\nfor i in (\n        []):\n    y = 2\nif c: z = 3\n"
+    spans = guard_spans(source)
+    assert spans == [[1, 2, 3, 3], [4, 5, 6, 6]]  # the one-line `if` has no body of its own to tell apart
+    assert declined_headers(spans, {1, 2, 4, 5}) == {1, 2, 4, 5}
+    assert declined_headers(spans, {1, 2, 3, 4, 5}) == {4, 5}
