@@ -12,14 +12,16 @@ probe checks them by running it. For each kind of model it:
   ``KVCacheManager``, coordinators, single-type managers and block pool;
 * drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
 
-Every configuration uses default settings, as ``vllm serve`` applies them to a generative model:
+Six configurations use default settings, as ``vllm serve`` applies them to a generative model:
 prefix caching on (off for an attention-free model), chunked prefill, asynchronous scheduling,
 statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
 waiting one; a second wave of requests arrives once the first is done; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it.
+the model length as block size without it. Four more configurations add one setting each to one
+of those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``),
+and list it as the notes' setting routes spell it.
 
 Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
 to a temporary folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
@@ -100,6 +102,33 @@ CONFIGS: dict[str, dict] = {
         "prefix_caching": False,
         "mamba_cache_mode": "none",
     },
+    # One setting on top of a kind of model's defaults; ``settings`` spells it as the notes' setting
+    # routes do, so that a note whose setting routes name none of them must not run here.
+    "kv_events": {
+        "model": "a model whose layers are all full attention, with KV-cache events on",
+        "layers": ["full", "full"],
+        "settings": ["`kv_events_config.enable_kv_cache_events=True`"],
+        "kv_events": True,
+    },
+    "full_attention_without_prefix_caching": {
+        "model": "a model whose layers are all full attention, with prefix caching off",
+        "layers": ["full", "full"],
+        "settings": ["`enable_prefix_caching=False`", "prefix caching turned off"],
+        "prefix_caching": False,
+    },
+    "attention_and_mamba_without_prefix_caching": {
+        "model": "a model with attention and Mamba layers, with prefix caching off (Mamba in \"none\" mode)",
+        "layers": ["full", "mamba"],
+        "settings": ["`enable_prefix_caching=False`", "prefix caching turned off"],
+        "prefix_caching": False,
+        "mamba_cache_mode": "none",
+    },
+    "full_and_sliding_window_fine_unit": {
+        "model": "a model with full-attention and sliding-window layers, with a `prefix_match_unit` of 4",
+        "layers": ["full", "sliding_window"],
+        "settings": ["`prefix_match_unit`"],
+        "prefix_match_unit": 4,
+    },
 }
 #: The sizes and workload shared by every configuration (small, so that preemption happens).
 WORKLOAD = {
@@ -155,7 +184,15 @@ def _layer_spec(kind: str, cache):
 
 def _build(config: dict, model_dir: Path):
     """The scheduler the engine core would build for this kind of model, and its request hasher."""
-    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+    from vllm.config import (
+        CacheConfig,
+        DeviceConfig,
+        KVEventsConfig,
+        ModelConfig,
+        ParallelConfig,
+        SchedulerConfig,
+        VllmConfig,
+    )
     from vllm.platforms import current_platform
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
@@ -180,11 +217,14 @@ def _build(config: dict, model_dir: Path):
                                 max_model_len=w["max_model_len"], enable_chunked_prefill=True,
                                 is_encoder_decoder=False)
     caching = config.get("prefix_caching", True)
-    cache = CacheConfig(block_size=w["block_size"], enable_prefix_caching=caching)
+    cache = CacheConfig(block_size=w["block_size"], enable_prefix_caching=caching,
+                        prefix_match_unit=config.get("prefix_match_unit"))
     if "mamba_cache_mode" in config:
         cache.mamba_cache_mode = config["mamba_cache_mode"]
+    events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if config.get("kv_events") else None
     vllm_config = VllmConfig(model_config=model, scheduler_config=scheduler, cache_config=cache,
-                             parallel_config=ParallelConfig(), device_config=DeviceConfig(device="cpu"))
+                             parallel_config=ParallelConfig(), device_config=DeviceConfig(device="cpu"),
+                             kv_events_config=events)
     if "mamba_cache_mode" in config:  # what the Mamba configuration hook then sets (models/config.py L762-L786)
         cache.mamba_block_size = w["block_size"] if caching else w["max_model_len"]
     register_all_kvcache_specs(vllm_config)
@@ -315,7 +355,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     finally:
         if tracer:
             tracer.stop()
-    done = {"model": config["model"], "plan": plan,
+    done = {"model": config["model"], "settings": config.get("settings", []), "plan": plan,
             "run": {"steps": step, "requests": added, "unfinished": sched.get_num_unfinished_requests(),
                     **dict(counts)}}
     if tracer:
@@ -417,24 +457,28 @@ def entered_lines(report: dict, config: str, upstream: str) -> set[int]:
 def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Finding]:
     """Set the probe's executed lines against every traced V1 note.
 
-    Every configuration runs default settings, so:
+    A configuration runs default settings, plus the settings it lists (``settings``, spelled as the
+    notes' setting routes spell them). So:
 
     * **contradiction**: a note whose routes are all ``setting`` or ``unreached`` (none ``default``
-      nor ``models``) with a line that ran in any configuration. Lines run at import do not count
-      (they are recorded apart), nor the test line of an ``if`` whose body did not run.
+      nor ``models``) with a line that ran in a configuration none of whose settings its setting
+      routes name. Lines run at import do not count (they are recorded apart), nor the header of an
+      ``if``, ``while`` or ``for`` whose body did not run.
     * **suspect**: a note with a ``default`` route none of whose lines ran in any configuration:
       the status may be wrong, or the probe too weak. A note of statements that run at import only
       (imports, class bodies, constants: no function of it) is not one.
     * **import-only**: a note whose statements ran at import but none of whose functions ran: fine
       for an interface, suspect otherwise.
-    * **unseen**: a note with a ``models`` route and no ``default`` one, none of whose lines ran:
-      either the probe runs none of the models named, or the route is wrong. Listed for reading.
+    * **unseen**: a note with a ``models`` route and no ``default`` one, or with a setting route
+      naming a setting some configuration makes, none of whose lines ran there: either the probe
+      runs none of the models the route names, or the route is wrong. Listed for reading.
 
     A note with no working line (:func:`annotations.line_trace.working_lines`) is not compared.
     """
     if files is None:
         files = discover()
     traced = {af.upstream: af for af in files if af.version == VERSION and af.upstream in report["sha256"]}
+    settings_of = {name: config.get("settings", []) for name, config in report["configs"].items()}
     findings: list[Finding] = []
     for upstream, af in sorted(traced.items()):
         ran_in = {name: entered_lines(report, name, upstream) for name in report["configs"]}
@@ -450,26 +494,38 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
             if not any(n in inside for n in working):
                 continue  # a signature, a docstring, an abstract body: nothing a run could show
             where = {name: sorted(n for n in lines if n in inside) for name, lines in ran_in.items()}
-            configs = tuple(name for name, lines in where.items() if lines)
-            lines = tuple(sorted({n for lines in where.values() for n in lines}))
             statuses = _statuses(reach)
+            kinds = tuple(sorted(statuses))
             status = " or ".join(route.status + (f" {route.setting}" if route.setting else "") for route in reach.routes)
-            if lines:
-                if not statuses & {"default", "models"}:
-                    findings.append(Finding("contradiction", upstream, note.id, status, lines, configs,
-                                            "no route holds with default settings, but its lines ran with them", tuple(sorted(statuses))))
+            named = [route.setting for route in reach.routes if route.status == "setting"]
+
+            holds = {name: bool(statuses & {"default", "models"})
+                     or any(marker in text for marker in settings_of[name] for text in named) for name in where}
+            against = tuple(name for name, lines in where.items() if lines and not holds[name])
+            if against:
+                lines = tuple(sorted({n for name in against for n in where[name]}))
+                findings.append(Finding("contradiction", upstream, note.id, status, lines, against,
+                                        "no route holds with the configuration's settings, but its lines ran", kinds))
+                continue
+            homes = [name for name in where if settings_of[name] and not statuses & {"default"}
+                     and any(marker in text for marker in settings_of[name] for text in named)]
+            if homes and not any(where[name] for name in homes):
+                findings.append(Finding("unseen", upstream, note.id, status, (), tuple(homes),
+                                        "a setting route names a setting the probe makes, but none of its lines ran"
+                                        " there", kinds))
+            if any(where.values()):
                 continue
             if any(n in inside for n in imported):
                 if any(n in inside for n in defs) and statuses & {"default", "models"}:
                     findings.append(Finding("import-only", upstream, note.id, status, (), (),
-                                            "its statements ran at import; none of its functions ran", tuple(sorted(statuses))))
+                                            "its statements ran at import; none of its functions ran", kinds))
                 continue  # statements that run at import only (imports, class bodies, constants)
             if "default" in statuses:
                 findings.append(Finding("suspect", upstream, note.id, status, (), (),
-                                        "marked default, but none of its lines ran in any configuration", tuple(sorted(statuses))))
-            elif "models" in statuses:
+                                        "marked default, but none of its lines ran in any configuration", kinds))
+            elif "models" in statuses and not homes:
                 findings.append(Finding("unseen", upstream, note.id, status, (), (),
-                                        "none of its lines ran in the kinds of model the probe runs", tuple(sorted(statuses))))
+                                        "none of its lines ran in the kinds of model the probe runs", kinds))
     return findings
 
 

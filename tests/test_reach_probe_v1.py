@@ -2,11 +2,11 @@
 
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
-coordinators, single-type managers and block pool on CPU, with default settings, for six kinds of
-model, and committed the executed lines of the five V1 core files per kind
+coordinators, single-type managers and block pool on CPU, for six kinds of model with default
+settings and in four settings, and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
-marked ``unreached``) but whose lines ran with default settings shows students a badge that calls
-default code optional. The test reads the committed JSON and the notes; it needs no vLLM. After
+marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
+routes names, shows students a badge that calls that code optional or tied to another setting. The test reads the committed JSON and the notes; it needs no vLLM. After
 changing a note's range or status, or the probe, rerun the probe (FORMAT.md, "Reachability").
 """
 
@@ -123,3 +123,20 @@ def test_a_loop_or_a_multi_line_test_that_declined_is_not_its_body_running():
     assert spans == [[1, 2, 3, 3], [4, 5, 6, 6]]  # the one-line `if` has no body of its own to tell apart
     assert declined_headers(spans, {1, 2, 4, 5}) == {1, 2, 4, 5}
     assert declined_headers(spans, {1, 2, 3, 4, 5}) == {4, 5}
+
+
+def test_a_setting_note_may_run_only_where_its_setting_is_made():
+    """Catches: a `setting` note let through in a configuration that makes another setting, or
+    flagged where the probe makes exactly the setting its route names."""
+    toy = [parse_text("toy.md", _TOY)]
+    report = _toy_report([2, 8])
+    report["configs"]["kv_events"] = {"settings": ["`enable_kv_cache_events=True`"],
+                                      "executed": {"vllm/v1/core/toy.py": [2, 5]}}
+    assert not [f for f in compare(report, toy) if f.kind == "contradiction"]
+    report["configs"]["no_caching"] = {"settings": ["`enable_prefix_caching=False`"],
+                                       "executed": {"vllm/v1/core/toy.py": [5]}}
+    assert [(f.kind, f.note, f.configs) for f in compare(report, toy) if f.kind == "contradiction"] == [
+        ("contradiction", "toy.events", ("no_caching",))]
+    del report["configs"]["no_caching"]
+    report["configs"]["kv_events"]["executed"]["vllm/v1/core/toy.py"] = [2]
+    assert [(f.kind, f.note) for f in compare(report, toy) if f.note == "toy.events"] == [("unseen", "toy.events")]
