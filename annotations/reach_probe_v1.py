@@ -16,11 +16,12 @@ Six configurations use default settings, as ``vllm serve`` applies them to a gen
 prefix caching on (off for an attention-free model), chunked prefill, asynchronous scheduling,
 statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
-waiting one; a second wave of requests arrives once the first is done; the fake model samples
+waiting one; a second wave of requests arrives once the first is done, half of it repeating earlier
+prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Four more configurations add one setting each to one
-of those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``),
+the model length as block size without it. Five more configurations add one setting each to one
+of those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``, twice),
 and list it as the notes' setting routes spell it.
 
 Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
@@ -129,6 +130,13 @@ CONFIGS: dict[str, dict] = {
         "settings": ["`prefix_match_unit`"],
         "prefix_match_unit": 4,
     },
+    "attention_and_mamba_fine_unit": {
+        "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
+        "layers": ["full", "mamba"],
+        "settings": ["`prefix_match_unit`"],
+        "prefix_match_unit": 4,
+        "mamba_cache_mode": "align",
+    },
 }
 #: The sizes and workload shared by every configuration (small, so that preemption happens).
 WORKLOAD = {
@@ -139,7 +147,7 @@ WORKLOAD = {
     "max_num_batched_tokens": 96,
     "batches_in_flight": 2,  # EngineCore's batch queue under asynchronous scheduling
     "requests": 48,
-    "first_wave": 36,  # the rest arrive once these are done, to hit what they cached
+    "first_wave": 36,  # the rest arrive once these are done, half of them next turns of earlier prompts
     "max_steps": 4000,
     "seed": 0,
     "eos_token_id": 2,
@@ -264,11 +272,16 @@ def _build(config: dict, model_dir: Path):
     return sched, hasher, plan
 
 
-def _prompts(rng: random.Random, count: int) -> list[list[int]]:
-    """Prompts of 5 to 300 tokens, most starting with one of three shared prefixes."""
+def _prompts(rng: random.Random, count: int, first_wave: int) -> list[list[int]]:
+    """Prompts of 5 to 300 tokens, most starting with one of three shared prefixes; half of the second
+    wave repeats a prompt of the first, as a next turn (with 5 to 60 more tokens) or unchanged."""
     prefixes = [[rng.randrange(3, 1000) for _ in range(rng.randrange(20, 120))] for _ in range(3)]
-    prompts = []
-    for _ in range(count):
+    prompts: list[list[int]] = []
+    for i in range(count):
+        if i >= first_wave and rng.random() < 0.5:
+            turn = prompts[rng.randrange(first_wave)]
+            prompts.append(turn + [rng.randrange(3, 1000) for _ in range(rng.choice([0, rng.randrange(5, 60)]))])
+            continue
         head = rng.choice(prefixes) if rng.random() < 0.7 else []
         prompts.append(head + [rng.randrange(3, 1000) for _ in range(rng.randrange(5, 180))])
     return prompts
@@ -292,7 +305,7 @@ def drive(config: dict, trace: bool = True) -> dict:
         if tracer:
             tracer.stop()
         raise
-    prompts = _prompts(rng, w["requests"])
+    prompts = _prompts(rng, w["requests"], w["first_wave"])
     counts: collections.Counter = collections.Counter()
     in_flight: collections.deque = collections.deque()
     step = 0
@@ -507,7 +520,9 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
                 findings.append(Finding("contradiction", upstream, note.id, status, lines, against,
                                         "no route holds with the configuration's settings, but its lines ran", kinds))
                 continue
-            homes = [name for name in where if settings_of[name] and not statuses & {"default"}
+            # A note of statements that run at import only (a class body, say) shows nothing in a run.
+            only_imported = all(n in imported for n in working if n in inside)
+            homes = [name for name in where if settings_of[name] and not statuses & {"default"} and not only_imported
                      and any(marker in text for marker in settings_of[name] for text in named)]
             if homes and not any(where[name] for name in homes):
                 findings.append(Finding("unseen", upstream, note.id, status, (), tuple(homes),
