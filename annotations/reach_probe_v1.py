@@ -12,7 +12,7 @@ probe checks them by running it. For each kind of model it:
   ``KVCacheManager``, coordinators, single-type managers and block pool;
 * drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
 
-Six configurations use default settings, as ``vllm serve`` applies them to a generative model:
+Seven configurations use default settings, as ``vllm serve`` applies them to a generative model:
 prefix caching on (off for an attention-free model), chunked prefill, asynchronous scheduling,
 statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
@@ -83,6 +83,11 @@ CONFIGS: dict[str, dict] = {
         "model": "a model with full-attention and sliding-window layers (Gemma 3, GPT-OSS)",
         "layers": ["full", "sliding_window"],
     },
+    "full_and_wider_sliding_window": {
+        "model": "a model with full-attention layers whose pages are half those of its sliding-window layers,"
+                 " so the planner doubles their block and the hash unit is finer than it",
+        "layers": ["full", "sliding_window_wide"],
+    },
     "sliding_window_only": {
         "model": "a model whose layers all use a sliding window (Mistral-7B-v0.1)",
         "layers": ["sliding_window", "sliding_window"],
@@ -106,8 +111,9 @@ CONFIGS: dict[str, dict] = {
     # One setting on top of a kind of model's defaults; ``settings`` spells it as the notes' setting
     # routes do, so that a note whose setting routes name none of them must not run here.
     "kv_events": {
-        "model": "a model whose layers are all full attention, with KV-cache events on",
-        "layers": ["full", "full"],
+        "model": "a model with full-attention layers whose pages are half those of its sliding-window layers,"
+                 " with KV-cache events on",
+        "layers": ["full", "sliding_window_wide"],
         "settings": ["`kv_events_config.enable_kv_cache_events=True`"],
         "kv_events": True,
     },
@@ -182,6 +188,8 @@ def _layer_spec(kind: str, cache):
         return FullAttentionSpec(**attention)
     if kind == "sliding_window":
         return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"])
+    if kind == "sliding_window_wide":  # twice the head size: twice the page of the layers above
+        return SlidingWindowSpec(**{**attention, "head_size": 128}, sliding_window=w["sliding_window"])
     if kind == "chunked_local":
         return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=w["attention_chunk_size"])
     if kind == "mamba":  # as MambaBase.get_kv_cache_spec builds it; the page of an attention layer
