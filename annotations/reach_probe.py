@@ -39,8 +39,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotations.line_trace import LineTracer, declined_guards, def_header_lines, if_branches
+from annotations import probe_report
+from annotations.line_trace import LineTracer, declined_guards, if_branches
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
+from annotations.probe_report import file_facts, installed_vllm_root, lines_run_at_import, read_report, write_report
 from upstream.releases import V0_RELEASE
 
 VERSION = V0_RELEASE
@@ -333,7 +335,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     from vllm.sampling_params import SamplingParams
 
     w = WORKLOAD
-    tracer = LineTracer(_vllm_root(), TRACED)
+    tracer = LineTracer(installed_vllm_root(), TRACED)
     head = {"settings": config["settings"], "engine_args": _engine_args(config)}
     if trace:
         tracer.start()  # the scheduler and its block manager are built inside the trace
@@ -442,32 +444,20 @@ def _engine_args(config: dict) -> dict:
     }
 
 
-def _vllm_root() -> Path:
-    import vllm
-
-    return Path(vllm.__file__).resolve().parent.parent
-
 
 def run(out: Path = REPORT) -> dict:
     """Run every configuration and write the report."""
     os.environ["VLLM_USE_V1"] = "0"
     import vllm  # imports no vllm.core module
 
-    root = _vllm_root()
+    root = installed_vllm_root()
     files = sorted(
         str(p.relative_to(root)).replace(os.sep, "/")
         for t in TRACED
         for p in ((root / t).glob("*.py") if t.endswith("/") else [root / t])
     )
     assert not any(m.startswith("vllm.core") for m in sys.modules), "vllm.core was imported before the trace"
-    imports = LineTracer(root, TRACED)
-    imports.start()  # module bodies: imports, class bodies, def statements
-    try:
-        import vllm.engine.llm_engine  # imports the scheduler and the block manager
-        for f in files:
-            __import__(f[: -len(".py")].replace("/", "."))
-    finally:
-        imports.stop()
+    imported = lines_run_at_import(root, TRACED, files, "vllm.engine.llm_engine")
     report = {
         "vllm_version": vllm.__version__,
         "python": sys.version.split()[0],
@@ -477,17 +467,14 @@ def run(out: Path = REPORT) -> dict:
                   "ParallelSampleSequenceGroup.add_request); LLMEngine.step, abort_request and "
                   "reset_prefix_cache called on an engine shell; only the model executor is fake",
         "workload": WORKLOAD,
-        "sha256": {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files},
+        **file_facts(root, files),
         "branches": {f: if_branches((root / f).read_text(encoding="utf-8")) for f in files},
-        "def_headers": {f: def_header_lines((root / f).read_text(encoding="utf-8")) for f in files},
-        "imported": imports.lines(),
+        "imported": imported,
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
         "scenarios": {name: {k: v for k, v in drive(config).items() if k != "executed"}
                       for name, config in SCENARIOS.items()},
     }
-    text = json.dumps(report, indent=1)
-    text = re.sub(r"\[[0-9,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)  # a list of numbers: one line
-    out.write_text(text + "\n", encoding="utf-8")
+    write_report(report, out)
     return report
 
 
@@ -497,7 +484,7 @@ def summary() -> dict:
     os.environ["VLLM_USE_V1"] = "0"
     import vllm
 
-    root = _vllm_root()
+    root = installed_vllm_root()
     files = sorted({str(p.relative_to(root)).replace(os.sep, "/") for pattern in SUMMARY_FILES
                     for p in root.glob(pattern)})
     sha = {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files}
@@ -535,7 +522,7 @@ def file_liveness(path: Path | None = None, environment: dict | None = None) -> 
 
 
 def load_report(path: Path = REPORT) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_report(path)
 
 
 def setting_atoms(setting: str) -> list[str]:
@@ -683,14 +670,8 @@ def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list
 
 
 def stale_files(report: dict, files: list[AnnotationFile] | None = None) -> list[str]:
-    """Traced files whose probed bytes are not the bytes the notes were written for."""
-    if files is None:
-        files = discover()
-    return [
-        f"{af.upstream}: probed sha256 {report['sha256'][af.upstream]} != note header {af.sha256}"
-        for af in files
-        if af.version == VERSION and af.upstream in report["sha256"] and report["sha256"][af.upstream] != af.sha256
-    ]
+    """Traced files whose probed bytes are not the bytes this release's notes were written for."""
+    return probe_report.stale_files(report, VERSION, files)
 
 
 def main(argv: list[str] | None = None) -> int:

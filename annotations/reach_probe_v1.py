@@ -46,18 +46,18 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import json
 import os
 import random
-import re
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotations.line_trace import LineTracer, declined_headers, def_header_lines, guard_spans, working_lines
+from annotations import probe_report
+from annotations.line_trace import LineTracer, declined_headers, guard_spans, working_lines
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
+from annotations.probe_report import file_facts, installed_vllm_root, lines_run_at_import, read_report, write_report
 from upstream.releases import V1_RELEASE
 
 VERSION = V1_RELEASE
@@ -171,11 +171,6 @@ _LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
 
 # --------------------------------------------------------------------------- driving vLLM
 
-
-def _vllm_root() -> Path:
-    import vllm
-
-    return Path(vllm.__file__).resolve().parent.parent
 
 
 def _layer_spec(kind: str, cache):
@@ -303,7 +298,7 @@ def drive(config: dict, trace: bool = True) -> dict:
 
     w = WORKLOAD
     rng = random.Random(w["seed"])
-    tracer = LineTracer(_vllm_root(), TRACED) if trace else None
+    tracer = LineTracer(installed_vllm_root(), TRACED) if trace else None
     if tracer:
         tracer.start()  # the managers' and the pool's constructors are traced too
     try:
@@ -388,17 +383,10 @@ def run(out: Path = REPORT) -> dict:
     """Run every configuration and write the report."""
     import vllm
 
-    root = _vllm_root()
+    root = installed_vllm_root()
     files = list(TRACED)
     assert not any(m.startswith("vllm.v1.core") for m in sys.modules), "vllm.v1.core was imported before the trace"
-    imports = LineTracer(root, TRACED)
-    imports.start()  # module bodies: imports, class bodies, def statements
-    try:
-        import vllm.v1.core.sched.async_scheduler  # imports the managers, the pool and the utilities
-        for f in files:
-            __import__(f[: -len(".py")].replace("/", "."))
-    finally:
-        imports.stop()
+    imported = lines_run_at_import(root, TRACED, files, "vllm.v1.core.sched.async_scheduler")
     report = {
         "vllm_version": vllm.__version__,
         "python": sys.version.split()[0],
@@ -408,16 +396,13 @@ def run(out: Path = REPORT) -> dict:
                   "flight as EngineCore.step_with_batch_queue keeps them; only the model outputs are fake, "
                   "and the platform answers the hybrid KV-cache manager question as CUDA does",
         "workload": WORKLOAD,
-        "sha256": {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files},
+        **file_facts(root, files),
         "guards": {f: guard_spans((root / f).read_text(encoding="utf-8")) for f in files},
-        "def_headers": {f: def_header_lines((root / f).read_text(encoding="utf-8")) for f in files},
         "working": {f: working_lines((root / f).read_text(encoding="utf-8")) for f in files},
-        "imported": imports.lines(),
+        "imported": imported,
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
     }
-    text = json.dumps(report, indent=1)
-    text = re.sub(r"\[[0-9,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)  # a list of numbers: one line
-    out.write_text(text + "\n", encoding="utf-8")
+    write_report(report, out)
     return report
 
 
@@ -445,7 +430,7 @@ def unexplained(findings: list[Finding]) -> list[Finding]:
 
 
 def load_report(path: Path = REPORT) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_report(path)
 
 
 @dataclass(frozen=True)
@@ -571,14 +556,8 @@ def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list
 
 
 def stale_files(report: dict, files: list[AnnotationFile] | None = None) -> list[str]:
-    """Traced files whose probed bytes are not the bytes the notes were written for."""
-    if files is None:
-        files = discover()
-    return [
-        f"{af.upstream}: probed sha256 {report['sha256'][af.upstream]} != note header {af.sha256}"
-        for af in files
-        if af.version == VERSION and af.upstream in report["sha256"] and report["sha256"][af.upstream] != af.sha256
-    ]
+    """Traced files whose probed bytes are not the bytes this release's notes were written for."""
+    return probe_report.stale_files(report, VERSION, files)
 
 
 def main(argv: list[str] | None = None) -> int:
