@@ -3,8 +3,9 @@
 A reach probe runs real vLLM code under :class:`LineTracer` and records, per upstream file, the line
 numbers Python executed. Two facts about the source decide what such a record proves: the lines of
 ``def`` headers (:func:`def_header_lines`), which run when a module is imported and bind a name but
-run no function, and the ``if`` statements (:func:`if_branches`) whose test ran while their body did
-not (:func:`declined_guards`): the code looked and declined, so the branch was not entered.
+run no function, and the ``if``, ``while`` and ``for`` statements (:func:`guard_spans`) whose header
+ran while their body did not (:func:`declined_headers`): the code looked and declined, so the body
+was not entered.
 """
 
 from __future__ import annotations
@@ -63,15 +64,6 @@ class LineTracer:
         return {name: sorted(lines) for name, lines in sorted(self.seen.items())}
 
 
-def if_branches(source: str) -> list[list[int]]:
-    """``[test line, first body line, last body line]`` of every ``if``/``elif`` in a source file."""
-    return sorted(
-        [node.lineno, node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno]
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.If)
-    )
-
-
 def def_header_lines(source: str) -> list[int]:
     """Lines of every ``def`` header (decorators and signature): at import they only bind a name."""
     lines: set[int] = set()
@@ -80,13 +72,6 @@ def def_header_lines(source: str) -> list[int]:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             lines.update(range(first, node.body[0].lineno))
     return sorted(lines)
-
-
-def declined_guards(branches: list[list[int]], ran: set[int]) -> set[int]:
-    """Test lines of ``if`` statements that ran while no line of their body did: the code
-    looked and declined, so the branch a note explains was not entered."""
-    return {test for test, first, last in branches
-            if test in ran and not any(first <= n <= last for n in ran)}
 
 
 def _is_stub(node: ast.stmt) -> bool:

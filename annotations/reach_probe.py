@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations import probe_report
-from annotations.line_trace import LineTracer, declined_guards, if_branches
+from annotations.line_trace import LineTracer, declined_headers, guard_spans
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
 from annotations.probe_report import file_facts, installed_vllm_root, lines_run_at_import, read_report, write_report
 from upstream.releases import V0_RELEASE
@@ -468,7 +468,7 @@ def run(out: Path = REPORT) -> dict:
                   "reset_prefix_cache called on an engine shell; only the model executor is fake",
         "workload": WORKLOAD,
         **file_facts(root, files),
-        "branches": {f: if_branches((root / f).read_text(encoding="utf-8")) for f in files},
+        "guards": {f: guard_spans((root / f).read_text(encoding="utf-8")) for f in files},
         "imported": imported,
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
         "scenarios": {name: {k: v for k, v in drive(config).items() if k != "executed"}
@@ -616,7 +616,7 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
         have = set(config["settings"])
         for upstream, af in sorted(traced.items()):
             ran = set(config["executed"].get(upstream, []))
-            entered = ran - declined_guards(report["branches"].get(upstream, []), ran)
+            entered = ran - declined_headers(report["guards"].get(upstream, []), ran)
             # At import a module runs its own statements; a ``def`` line there runs no function.
             defs = set(report["def_headers"].get(upstream, []))
             imported = set(report["imported"].get(upstream, [])) - defs
@@ -663,7 +663,7 @@ def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list
                    "status": _status_text(reach) if reach else "", "at_import": any(n in imported for n in inside)}
             for name, config in report["configs"].items():
                 ran = set(config["executed"].get(af.upstream, []))
-                entered = ran - declined_guards(report["branches"].get(af.upstream, []), ran)
+                entered = ran - declined_headers(report["guards"].get(af.upstream, []), ran)
                 row[name] = sorted(n for n in entered if n in inside)
             rows.append(row)
     return rows

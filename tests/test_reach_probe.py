@@ -65,11 +65,11 @@ The window branch.
 """
 
 
-def _toy_report(ran: list[int], branches: list[list[int]] = ()) -> dict:
+def _toy_report(ran: list[int], guards: list[list[int]] = ()) -> dict:
     upstream = "vllm/core/toy.py"
     return {
         "sha256": {upstream: "?"},
-        "branches": {upstream: list(branches)},
+        "guards": {upstream: list(guards)},
         "def_headers": {upstream: []},
         "imported": {},
         "configs": {"default": {"settings": ["`VLLM_USE_V1=0`"], "executed": {upstream: ran}}},
@@ -87,8 +87,8 @@ def test_compare_flags_unreached_and_setting_notes_that_ran():
 def test_a_declined_branch_test_is_not_entering_the_branch():
     """Catches: an `if` line whose body did not run being counted as running the branch it guards."""
     toy = [parse_text("toy.md", _TOY)]
-    assert not [f for f in compare(_toy_report([2, 7], [[7, 8, 9]]), toy) if f.kind == "contradiction"]
-    assert [f.note for f in compare(_toy_report([2, 7, 8], [[7, 8, 9]]), toy)] == ["toy.window"]
+    assert not [f for f in compare(_toy_report([2, 7], [[7, 7, 8, 9]]), toy) if f.kind == "contradiction"]
+    assert [f.note for f in compare(_toy_report([2, 7, 8], [[7, 7, 8, 9]]), toy)] == ["toy.window"]
 
 
 def test_setting_conditions_drop_remarks_and_split_on_and():
