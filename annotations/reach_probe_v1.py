@@ -20,9 +20,14 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Five more configurations add one setting each to one
-of those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``, twice),
-and list it as the notes' setting routes spell it.
+the model length as block size without it. Eleven more configurations add settings to one of
+those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``, twice; an
+EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model,
+once with a finer ``prefix_match_unit`` too), and list them as the notes' setting routes spell them. The
+drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
+beside a real ``SpeculativeConfig`` (method ``eagle``, two speculative tokens) built from a one-layer
+EAGLE-Llama configuration; a request verifying drafts gets the bonus token plus a random number of
+accepted drafts. The Mamba layers are Mamba-2 layers, which export prefill checkpoints.
 
 Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
 to a temporary folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
@@ -136,6 +141,51 @@ CONFIGS: dict[str, dict] = {
         "settings": ["`prefix_match_unit`"],
         "prefix_match_unit": 4,
     },
+    # An EAGLE drafter (one full-attention layer of its own, as the model runner marks drafter layers)
+    # with its default, lookahead block hashes, and with the trailing-block drop instead.
+    "full_and_sliding_window_eagle": {
+        "model": "a model with full-attention and sliding-window layers and an EAGLE drafter (lookahead hashes)",
+        "layers": ["full", "sliding_window", "draft_full"],
+        "settings": ["EAGLE, EAGLE3 or MTP drafter with prefix caching", "and speculative decoding"],
+        "eagle": "lookahead",
+    },
+    "full_and_sliding_window_eagle_drop": {
+        "model": "a model with full-attention and sliding-window layers and an EAGLE drafter that drops the"
+                 " trailing block (`disable_lookahead_block_hashes=True`)",
+        "layers": ["full", "sliding_window", "draft_full"],
+        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "eagle": "drop",
+    },
+    "full_and_sliding_window_sliding_drafter_eagle_drop": {
+        "model": "a model with full-attention and sliding-window layers and an EAGLE drafter whose layer uses"
+                 " the sliding window, dropping the trailing block (`disable_lookahead_block_hashes=True`)",
+        "layers": ["full", "sliding_window", "draft_sliding_window"],
+        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "eagle": "drop",
+    },
+    "full_attention_eagle_drop": {
+        "model": "a model whose layers are all full attention, with an EAGLE drafter that drops the trailing"
+                 " block (`disable_lookahead_block_hashes=True`)",
+        "layers": ["full", "full", "draft_full"],
+        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "eagle": "drop",
+    },
+    "attention_and_mamba_eagle_drop": {
+        "model": "a model with attention and Mamba layers, with an EAGLE drafter that drops the trailing"
+                 " block (`disable_lookahead_block_hashes=True`)",
+        "layers": ["full", "mamba", "draft_full"],
+        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "eagle": "drop",
+        "mamba_cache_mode": "align",
+    },
+    "full_and_sliding_window_fine_unit_eagle_drop": {
+        "model": "a model with full-attention and sliding-window layers, with a `prefix_match_unit` of 4 and an"
+                 " EAGLE drafter that drops the trailing block (`disable_lookahead_block_hashes=True`)",
+        "layers": ["full", "sliding_window", "draft_full"],
+        "settings": ["`prefix_match_unit`", "`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "prefix_match_unit": 4,
+        "eagle": "drop",
+    },
     "attention_and_mamba_fine_unit": {
         "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
         "layers": ["full", "mamba"],
@@ -173,7 +223,7 @@ _LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
 
 
 
-def _layer_spec(kind: str, cache):
+def _layer_spec(kind: str, cache, num_speculative_tokens: int):
     import torch
     from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec, MambaSpec, SlidingWindowSpec
 
@@ -185,11 +235,18 @@ def _layer_spec(kind: str, cache):
         return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"])
     if kind == "sliding_window_wide":  # twice the head size: twice the page of the layers above
         return SlidingWindowSpec(**{**attention, "head_size": 128}, sliding_window=w["sliding_window"])
+    if kind == "draft_full":  # a drafter's layer, as GPUModelRunner.get_kv_cache_spec marks it
+        return FullAttentionSpec(**attention, is_draft=True)
+    if kind == "draft_sliding_window":
+        return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"], is_draft=True)
     if kind == "chunked_local":
         return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=w["attention_chunk_size"])
-    if kind == "mamba":  # as MambaBase.get_kv_cache_spec builds it; the page of an attention layer
+    if kind == "mamba":  # as MambaMixer2.get_kv_cache_spec builds it (Mamba-2 layers export prefill
+        # checkpoints); the page of an attention layer
         return MambaSpec(block_size=cache.mamba_block_size, shapes=((2, 1024), (2, 1024)),
-                         dtypes=(torch.float16, torch.float16), mamba_cache_mode=cache.mamba_cache_mode)
+                         dtypes=(torch.float16, torch.float16), mamba_cache_mode=cache.mamba_cache_mode,
+                         num_speculative_blocks=num_speculative_tokens,
+                         num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1)
     raise ValueError(f"unknown layer kind {kind!r}")
 
 
@@ -202,6 +259,7 @@ def _build(config: dict, model_dir: Path):
         ModelConfig,
         ParallelConfig,
         SchedulerConfig,
+        SpeculativeConfig,
         VllmConfig,
     )
     from vllm.platforms import current_platform
@@ -232,14 +290,23 @@ def _build(config: dict, model_dir: Path):
                         prefix_match_unit=config.get("prefix_match_unit"))
     if "mamba_cache_mode" in config:
         cache.mamba_cache_mode = config["mamba_cache_mode"]
+    speculative = None
+    if "eagle" in config:  # a one-layer EAGLE drafter proposing two tokens
+        draft_dir = model_dir / "drafter"
+        draft_dir.mkdir()
+        (draft_dir / "config.json").write_text(json.dumps(
+            {**_LLAMA, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}))
+        speculative = SpeculativeConfig(method="eagle", model=str(draft_dir), num_speculative_tokens=2,
+                                        disable_lookahead_block_hashes=config["eagle"] == "drop",
+                                        target_model_config=model, target_parallel_config=ParallelConfig())
     events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if config.get("kv_events") else None
     vllm_config = VllmConfig(model_config=model, scheduler_config=scheduler, cache_config=cache,
                              parallel_config=ParallelConfig(), device_config=DeviceConfig(device="cpu"),
-                             kv_events_config=events)
+                             kv_events_config=events, speculative_config=speculative)
     if "mamba_cache_mode" in config:  # what the Mamba configuration hook then sets (models/config.py L762-L786)
         cache.mamba_block_size = w["block_size"] if caching else w["max_model_len"]
     register_all_kvcache_specs(vllm_config)
-    specs = {f"model.layers.{i}.attn": _layer_spec(kind, cache) for i, kind in enumerate(config["layers"])}
+    specs = {f"model.layers.{i}.attn": _layer_spec(kind, cache, vllm_config.num_speculative_tokens) for i, kind in enumerate(config["layers"])}
     # EngineCore._initialize_kv_caches, for one worker whose memory holds the workload's blocks
     resolve_kv_cache_layout(vllm_config, [["LBNHC"]], specs.values())
     global_groups = get_global_kv_cache_groups(vllm_config, [specs])
@@ -269,6 +336,9 @@ def _build(config: dict, model_dir: Path):
             "num_blocks": kv_cache_config.num_blocks, "block_size": block_size, "hash_block_size": hash_block_size,
             "group_block_sizes": [g.kv_cache_spec.block_size for g in kv_cache_config.kv_cache_groups],
             "mamba_cache_mode": cache.mamba_cache_mode if "mamba_cache_mode" in config else None,
+            "eagle_groups": [i for i, g in enumerate(kv_cache_config.kv_cache_groups) if g.is_eagle_group],
+            "eagle_block_drop": sched.use_eagle_block_drop,
+            "hash_lookahead_tokens": vllm_config.num_hash_lookahead_tokens,
             "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
             "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
             "batches_in_flight": vllm_config.max_concurrent_batches}
@@ -323,7 +393,11 @@ def drive(config: dict, trace: bool = True) -> dict:
         # The model runner answers for every request the batch scheduled, aborted ones included.
         output, sampling = in_flight.pop()
         ids = list(output.num_scheduled_tokens)
-        sampled = [[rng.choice([w["eos_token_id"]] + [7] * 15)] if sampling[r] else [] for r in ids]
+        # A request verifying draft tokens gets the bonus token plus the drafts accepted.
+        drafts = output.scheduled_spec_decode_tokens
+        sampled = [[rng.choice([w["eos_token_id"]] + [7] * 15)
+                    for _ in range(1 + rng.randrange(len(drafts.get(r, ())) + 1))] if sampling[r] else []
+                   for r in ids]
         outputs = sched.update_from_output(output, ModelRunnerOutput(
             req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=sampled,
             logprobs=None, prompt_logprobs_dict={}, pooler_output=[]))

@@ -3,7 +3,7 @@
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
 coordinators, single-type managers and block pool on CPU, for seven kinds of model with default
-settings and in five settings, and committed the executed lines of the five V1 core files per run
+settings and in eleven configurations that add settings (an EAGLE drafter among them), and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
 marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
 routes names, shows students a badge that calls that code optional or tied to another setting. The test reads the committed JSON and the notes; it needs no vLLM. After
@@ -140,3 +140,20 @@ def test_a_setting_note_may_run_only_where_its_setting_is_made():
     del report["configs"]["no_caching"]
     report["configs"]["kv_events"]["executed"]["vllm/v1/core/toy.py"] = [2]
     assert [(f.kind, f.note) for f in compare(report, toy) if f.note == "toy.events"] == [("unseen", "toy.events")]
+
+
+def test_each_configuration_made_the_setting_it_claims():
+    """Catches: a configuration that names a setting its run never had (a drafter layer not marked as
+    one, so no KV-cache group drops EAGLE blocks; lookahead hashes left on where the drop is claimed;
+    a hash unit not finer than the block; prefix caching left on), which would let notes of that
+    setting pass without the probe ever running them."""
+    for name, config in load_report()["configs"].items():
+        plan, claims = config["plan"], CONFIGS[name]
+        eagle = claims.get("eagle")
+        assert bool(plan["eagle_groups"]) == (eagle is not None), name
+        assert plan["eagle_block_drop"] == (eagle == "drop"), name
+        assert (plan["hash_lookahead_tokens"] > 0) == (eagle == "lookahead"), name
+        if "prefix_match_unit" in claims:
+            assert plan["hash_block_size"] == claims["prefix_match_unit"] < plan["block_size"], name
+        if not claims.get("prefix_caching", True):
+            assert config["run"]["prefix_cache_queries"] == 0, name
