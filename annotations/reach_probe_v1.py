@@ -20,10 +20,13 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Eleven more configurations add settings to one of
+the model length as block size without it. Thirteen more configurations add settings to one of
 those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``, twice; an
 EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model,
-once with a finer ``prefix_match_unit`` too), and list them as the notes' setting routes spell them. The
+once with a finer ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both``
+as its documentation sets it, twice), and list them as the notes' setting routes spell them. The
+connector runs as the scheduler builds it; it reports every prompt token but the last as loaded,
+synchronously, on a request's first scheduling. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
 beside a real ``SpeculativeConfig`` (method ``eagle``, two speculative tokens) built from a one-layer
 EAGLE-Llama configuration; a request verifying drafts gets the bonus token plus a random number of
@@ -186,6 +189,22 @@ CONFIGS: dict[str, dict] = {
         "prefix_match_unit": 4,
         "eagle": "drop",
     },
+    "full_and_sliding_window_decode_bench_connector": {
+        "model": "a model with full-attention and sliding-window layers, with the `DecodeBenchConnector` KV"
+                 " connector, which reports every prompt token but the last as loaded externally",
+        "layers": ["full", "sliding_window"],
+        "settings": ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
+                     "a KV-consumer connector (`kv_role` `kv_consumer` or `kv_both`)", "a KV connector acting as KV producer"],
+        "kv_connector": "DecodeBenchConnector",
+    },
+    "attention_and_mamba_decode_bench_connector": {
+        "model": "a model with attention and Mamba layers, with the `DecodeBenchConnector` KV connector",
+        "layers": ["full", "mamba"],
+        "settings": ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
+                     "a KV-consumer connector (`kv_role` `kv_consumer` or `kv_both`)", "a KV connector acting as KV producer"],
+        "kv_connector": "DecodeBenchConnector",
+        "mamba_cache_mode": "align",
+    },
     "attention_and_mamba_fine_unit": {
         "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
         "layers": ["full", "mamba"],
@@ -256,6 +275,7 @@ def _build(config: dict, model_dir: Path):
         CacheConfig,
         DeviceConfig,
         KVEventsConfig,
+        KVTransferConfig,
         ModelConfig,
         ParallelConfig,
         SchedulerConfig,
@@ -299,10 +319,13 @@ def _build(config: dict, model_dir: Path):
         speculative = SpeculativeConfig(method="eagle", model=str(draft_dir), num_speculative_tokens=2,
                                         disable_lookahead_block_hashes=config["eagle"] == "drop",
                                         target_model_config=model, target_parallel_config=ParallelConfig())
+    transfer = (KVTransferConfig(kv_connector=config["kv_connector"], kv_role="kv_both")
+                if "kv_connector" in config else None)
     events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if config.get("kv_events") else None
     vllm_config = VllmConfig(model_config=model, scheduler_config=scheduler, cache_config=cache,
                              parallel_config=ParallelConfig(), device_config=DeviceConfig(device="cpu"),
-                             kv_events_config=events, speculative_config=speculative)
+                             kv_events_config=events, speculative_config=speculative,
+                             kv_transfer_config=transfer)
     if "mamba_cache_mode" in config:  # what the Mamba configuration hook then sets (models/config.py L762-L786)
         cache.mamba_block_size = w["block_size"] if caching else w["max_model_len"]
     register_all_kvcache_specs(vllm_config)
@@ -329,9 +352,9 @@ def _build(config: dict, model_dir: Path):
     sched = scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
                           structured_output_manager=StructuredOutputManager(vllm_config), log_stats=True,
                           block_size=block_size, hash_block_size=hash_block_size)
-    # The engine core hashes requests only under prefix caching (or for a KV connector, which the probe has not).
+    # The engine core hashes requests only under prefix caching or for a KV connector (core.py L219-L230).
     hasher = (get_request_block_hasher(hash_block_size, hash_fn, vllm_config.num_hash_lookahead_tokens)
-              if caching else None)
+              if caching or transfer is not None else None)
     plan = {"scheduler": scheduler_cls.__name__, "groups": [type(g.kv_cache_spec).__name__ for g in kv_cache_config.kv_cache_groups],
             "num_blocks": kv_cache_config.num_blocks, "block_size": block_size, "hash_block_size": hash_block_size,
             "group_block_sizes": [g.kv_cache_spec.block_size for g in kv_cache_config.kv_cache_groups],
@@ -339,6 +362,7 @@ def _build(config: dict, model_dir: Path):
             "eagle_groups": [i for i, g in enumerate(kv_cache_config.kv_cache_groups) if g.is_eagle_group],
             "eagle_block_drop": sched.use_eagle_block_drop,
             "hash_lookahead_tokens": vllm_config.num_hash_lookahead_tokens,
+            "kv_connector": type(sched.connector).__name__ if sched.connector is not None else None,
             "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
             "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
             "batches_in_flight": vllm_config.max_concurrent_batches}
