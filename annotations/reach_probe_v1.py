@@ -384,6 +384,15 @@ def _prompts(rng: random.Random, count: int, first_wave: int) -> list[list[int]]
     return prompts
 
 
+def kind_of(config: dict) -> str | None:
+    """The configuration with default settings that runs the same kind of model (the same layers, less
+    a drafter's); None for a configuration of default settings."""
+    if not config.get("settings"):
+        return None
+    layers = [kind for kind in config["layers"] if not kind.startswith("draft_")]
+    return next(name for name, other in CONFIGS.items() if not other.get("settings") and other["layers"] == layers)
+
+
 def drive(config: dict, trace: bool = True) -> dict:
     """Run one configuration; return what it did and (with ``trace``) the executed lines."""
     from vllm.sampling_params import SamplingParams
@@ -469,7 +478,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     finally:
         if tracer:
             tracer.stop()
-    done = {"model": config["model"], "settings": config.get("settings", []), "plan": plan,
+    done = {"model": config["model"], "settings": config.get("settings", []), "kind": kind_of(config), "plan": plan,
             "run": {"steps": step, "requests": added, "unfinished": sched.get_num_unfinished_requests(),
                     **dict(counts)}}
     if tracer:
@@ -523,7 +532,8 @@ EXPLAINED: dict[tuple[str, str], tuple[str, tuple[int, ...], str]] = {
 def unexplained(findings: list[Finding]) -> list[Finding]:
     """The contradictions and the import-only or suspect ``default`` notes :data:`EXPLAINED` does not cover."""
     return [f for f in findings
-            if (f.kind in ("contradiction", "suspect") or (f.kind == "import-only" and "default" in f.statuses))
+            if (f.kind in ("contradiction", "setting-only", "suspect")
+                or (f.kind == "import-only" and "default" in f.statuses))
             and EXPLAINED.get((f.file, f.note), (None, None, None))[:2] != (f.kind, f.lines)]
 
 
@@ -533,7 +543,7 @@ def load_report(path: Path = REPORT) -> dict:
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "contradiction", "suspect", "import-only" or "unseen"
+    kind: str  # "contradiction", "setting-only", "suspect", "import-only" or "unseen"
     file: str  # upstream path
     note: str
     status: str  # the note's reach, as written
@@ -568,6 +578,10 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
       nor ``models``) with a line that ran in a configuration none of whose settings its setting
       routes name. Lines run at import do not count (they are recorded apart), nor the header of an
       ``if``, ``while`` or ``for`` whose body did not run.
+    * **setting-only**: a note with no ``default`` route whose lines ran in a configuration that adds
+      settings, but not in the configuration of the same kind of model with default settings, and none
+      of whose setting routes names those settings: its ``models`` routes claim lines that only the
+      setting reaches.
     * **suspect**: a note with a ``default`` route none of whose lines ran in any configuration:
       the status may be wrong, or the probe too weak. A note of statements that run at import only
       (imports, class bodies, constants: no function of it) is not one.
@@ -610,6 +624,15 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
                 lines = tuple(sorted({n for name in against for n in where[name]}))
                 findings.append(Finding("contradiction", upstream, note.id, status, lines, against,
                                         "no route holds with the configuration's settings, but its lines ran", kinds))
+                continue
+            kind_of_run = {name: report["configs"][name].get("kind") for name in where}
+            enabled = tuple(name for name, lines in where.items()
+                            if lines and kind_of_run[name] and not where[kind_of_run[name]] and "default" not in statuses
+                            and not any(marker in text for marker in settings_of[name] for text in named))
+            if enabled:
+                findings.append(Finding("setting-only", upstream, note.id, status,
+                                        tuple(sorted({n for name in enabled for n in where[name]})), enabled,
+                                        "its lines ran only with a setting none of its setting routes names", kinds))
                 continue
             # A note of statements that run at import only (a class body, say) shows nothing in a run.
             only_imported = all(n in imported for n in working if n in inside)

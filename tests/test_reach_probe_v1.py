@@ -158,3 +158,19 @@ def test_each_configuration_made_the_setting_it_claims():
         assert plan["kv_connector"] == claims.get("kv_connector"), name
         if not claims.get("prefix_caching", True):
             assert config["run"]["prefix_cache_queries"] == 0, name
+
+
+def test_a_models_note_run_only_under_a_setting_must_name_it():
+    """Catches: a note whose `models` route claims lines that the kind of model reaches only with a
+    setting (they ran with an EAGLE drafter, say, and not in the same kind of model with default
+    settings), while no setting route of it names that setting."""
+    toy = [parse_text("toy.md", _TOY)]
+    report = _toy_report([2])
+    report["configs"]["attention_and_mamba"] = {"executed": {"vllm/v1/core/toy.py": [2]}}
+    report["configs"]["attention_and_mamba_eagle_drop"] = {
+        "settings": ["`disable_lookahead_block_hashes=True`"], "kind": "attention_and_mamba",
+        "executed": {"vllm/v1/core/toy.py": [2, 8]}}
+    assert [(f.kind, f.note, f.lines) for f in compare(report, toy) if f.kind == "setting-only"] == [
+        ("setting-only", "toy.hybrid", (8,))]
+    report["configs"]["attention_and_mamba"]["executed"]["vllm/v1/core/toy.py"] = [2, 7]
+    assert not [f for f in compare(report, toy) if f.kind == "setting-only"]
