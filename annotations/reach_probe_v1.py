@@ -20,8 +20,8 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Thirteen more configurations add settings to one of
-those kinds of model (KV-cache events; prefix caching off, twice; a finer ``prefix_match_unit``, twice; an
+the model length as block size without it. Fourteen more configurations add settings to one of
+those kinds of model (KV-cache events; prefix caching off, twice, and on for an attention-free model; a finer ``prefix_match_unit``, twice; an
 EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model,
 once with a finer ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both``
 as its documentation sets it, twice), and list them as the notes' setting routes spell them. The
@@ -137,6 +137,12 @@ CONFIGS: dict[str, dict] = {
         "settings": ["`enable_prefix_caching=False`", "prefix caching turned off"],
         "prefix_caching": False,
         "mamba_cache_mode": "none",
+    },
+    "mamba_only_with_prefix_caching": {
+        "model": "an attention-free model of Mamba layers, with prefix caching turned on (Mamba in \"align\" mode)",
+        "layers": ["mamba", "mamba"],
+        "settings": ["`enable_prefix_caching=True`"],
+        "mamba_cache_mode": "align",
     },
     "full_and_sliding_window_fine_unit": {
         "model": "a model with full-attention and sliding-window layers, with a `prefix_match_unit` of 4",
