@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations import probe_report
-from annotations.line_trace import LineTracer, declined_headers, guard_spans
+from annotations.line_trace import LineTracer, declined_headers, guard_spans, working_lines
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
 from annotations.probe_report import file_facts, installed_vllm_root, lines_run_at_import, read_report, write_report
 from upstream.releases import V0_RELEASE
@@ -469,6 +469,7 @@ def run(out: Path = REPORT) -> dict:
         "workload": WORKLOAD,
         **file_facts(root, files),
         "guards": {f: guard_spans((root / f).read_text(encoding="utf-8")) for f in files},
+        "working": {f: working_lines((root / f).read_text(encoding="utf-8")) for f in files},
         "imported": imported,
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
         "scenarios": {name: {k: v for k, v in drive(config).items() if k != "executed"}

@@ -12,10 +12,11 @@ the setting and the why (code spans, citations) is rendered by the caller's Mark
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from html import escape
 
 from annotations import reach_probe, reach_probe_v1
-from annotations.line_trace import traced_name
+from annotations.line_trace import declined_headers, traced_name
 from annotations.model import AnnotationFile, Note
 from annotations.reach import LABELS, STATUSES, Reach
 
@@ -32,24 +33,73 @@ MEANING = {
 
 Render = Callable[[str], str]  # Markdown -> HTML (inline content is wrapped in <p> by Markdown)
 
-#: The probes that check badges by running vLLM: (release, traced upstream paths, what it ran, test).
+#: The probes that check badges by running vLLM: (release, traced upstream paths, what it ran, test,
+#: the committed report's loader).
 PROBES = (
     (reach_probe.VERSION, reach_probe.TRACED, "the real V0 engine step on CPU, in the defaults and in each"
-     " setting the notes name", "tests/test_reach_probe.py"),
+     " setting the notes name", "tests/test_reach_probe.py", reach_probe.load_report),
     (reach_probe_v1.VERSION, reach_probe_v1.TRACED, "the real V1 scheduler on CPU for seven kinds of model with default"
-     " settings and in fourteen configurations that add settings, an EAGLE drafter and a KV connector among them", "tests/test_reach_probe_v1.py"),
+     " settings and in fourteen configurations that add settings, an EAGLE drafter and a KV connector among them",
+     "tests/test_reach_probe_v1.py", reach_probe_v1.load_report),
 )
 
 
 def probe_sentence(ann: AnnotationFile) -> str:
     """How this page's badges were checked by running vLLM, or ``""`` for a file no probe traces."""
-    for version, traced, ran, test in PROBES:
+    for version, traced, ran, test, _ in PROBES:
         if ann.version == version and traced_name(ann.upstream, traced):
             return (f"<p><strong>Checked by running:</strong> the annotations' reach probe ran {escape(ran)},"
                     f" recorded which lines of this file executed, and <code>{escape(test)}</code> fails"
                     " when lines whose badges all say \u201cnot reached\u201d or \u201conly with a setting\u201d ran"
-                    " without that setting.</p>")
+                    " without that setting. Under each note's badge, the configurations in which its lines"
+                    " ran are listed (hover a name for the kind of model or the settings).</p>")
     return ""
+
+
+@cache
+def _probe_report(version: str) -> dict:
+    return next(load() for release, _, _, _, load in PROBES if release == version)
+
+
+def probe_runs(ann: AnnotationFile, note: Note) -> dict[str, str] | None:
+    """The probe configurations in which lines of the note ran, each with what it stands for (the
+    kind of model, or the settings); ``None`` for a file no probe traces. Lines run at import are not
+    counted, nor the header of an ``if``, ``while`` or ``for`` whose body did not run."""
+    if not probe_sentence(ann):
+        return None
+    report = _probe_report(ann.version)
+    guards = report["guards"].get(ann.upstream, [])
+    runs = {}
+    for name, config in report["configs"].items():
+        ran = set(config["executed"].get(ann.upstream, []))
+        if any(note.start <= n <= note.end for n in ran - declined_headers(guards, ran)):
+            runs[name] = config.get("model") or ", ".join(config.get("settings", []))
+    return runs
+
+
+def probe_runs_html(ann: AnnotationFile, note: Note) -> str:
+    """One line under a probed note's badge: where the reach probe ran its lines. Empty on a page no
+    probe traces and for a note with nothing a run could show (a signature, a docstring)."""
+    runs = probe_runs(ann, note)
+    if runs is None:
+        return ""
+    report = _probe_report(ann.version)
+    total = len(report["configs"])
+    inside = range(note.start, note.end + 1)
+    defs = set(report["def_headers"].get(ann.upstream, []))
+    if not runs:
+        if any(n in inside for n in set(report["imported"].get(ann.upstream, [])) - defs):
+            return ('<div class="ann-reach-probe">In the reach probe these lines ran only while the module was'
+                    f" imported, in none of its {total} configurations.</div>\n")
+        if not any(n in inside for n in set(report["working"].get(ann.upstream, [])) - defs):
+            return ""
+        return (f'<div class="ann-reach-probe">In the reach probe these lines ran in none of its {total}'
+                " configurations.</div>\n")
+    if len(runs) == total:
+        return f'<div class="ann-reach-probe">In the reach probe these lines ran in all {total} of its configurations.</div>\n'
+    names = ", ".join(f'<code title="{escape(what, quote=True)}">{escape(name)}</code>' for name, what in runs.items())
+    return (f'<div class="ann-reach-probe">In the reach probe these lines ran in {len(runs)} of its {total}'
+            f" configurations: {names}.</div>\n")
 
 
 def _inline(render: Render, markdown_text: str) -> str:
@@ -107,11 +157,12 @@ def note_badge_html(ann: AnnotationFile, note: Note, render: Render) -> str:
     """The badge of a note: its own status with its reasons (a route it shares with its file links
     to the legend instead), else its file's status, whose reasons the legend gives (linked from the
     badge)."""
+    runs = probe_runs_html(ann, note)
     if note.reach is not None or ann.reach is None:
         file_routes = frozenset(ann.reach.routes) if ann.reach is not None else frozenset()
-        return badge_html(note.reach, render, file_routes=file_routes)
+        return badge_html(note.reach, render, file_routes=file_routes) + runs
     link = _LEGEND_LINK.format(text="this file's status: why")
-    return f'<div class="ann-reach-inherited">{badge_html(ann.reach, render, with_why=False)}{link}</div>\n'
+    return f'<div class="ann-reach-inherited">{badge_html(ann.reach, render, with_why=False)}{link}</div>\n' + runs
 
 
 

@@ -114,3 +114,28 @@ def test_legend_says_how_a_probed_file_was_checked_and_only_there():
     assert "tests/test_reach_probe.py" in legend_html(v0, _render)
     assert "tests/test_reach_probe_v1.py" in legend_html(v1, _render)
     assert "Checked by running" not in legend_html(kernel, _render)
+
+
+def test_a_probed_note_lists_where_the_probe_ran_it_and_only_there():
+    """Catches: a probed note's line naming configurations in which its lines did not run (or
+    leaving out one that ran them), a note the probe never ran shown as run, or the line appearing
+    on a page no probe traces."""
+    from annotations.model import discover
+    from annotations.reach_probe_v1 import load_report
+
+    v1 = next(a for a in discover() if a.upstream == "vllm/v1/core/block_pool.py" and a.version == "0.33.0")
+    events = next(n for n in v1.notes if n.id == "block_pool.cache_partial_block.events")
+    html = note_badge_html(v1, events, _render)
+    assert "ran in 1 of its" in html and "<code" in html and ">kv_events</code>" in html
+    total = len(load_report()["configs"])
+    writable = next(n for n in v1.notes if n.id == "block_pool.is_block_writable")
+    assert "ran in 1 of its" in note_badge_html(v1, writable, _render)  # the Mamba EAGLE run only
+    kernel = AnnotationFile("x.md", "csrc/attention/attention_kernels.cuh", "0.10.2", "abc1234", "?", 100, "X", "",
+                            [events], None, "")
+    assert "ann-reach-probe" not in note_badge_html(kernel, events, _render)
+    unrun = next(n for n in v1.notes if n.id == "block_pool.reset_prefix_cache")
+    assert f"ran in none of its {total} configurations" in note_badge_html(v1, unrun, _render)
+    imports = next(n for n in v1.notes if n.id == "block_pool.imports")
+    assert "only while the module was imported" in note_badge_html(v1, imports, _render)
+    docstring = Note("doc", 1, 1, "0" * 12, "body", reach=Reach("default"))  # line 1: the module docstring
+    assert "ann-reach-probe" not in note_badge_html(v1, docstring, _render)
