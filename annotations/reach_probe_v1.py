@@ -12,7 +12,7 @@ probe checks them by running it. For each kind of model it:
   ``KVCacheManager``, coordinators, single-type managers and block pool;
 * drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
 
-Seven configurations use default settings, as ``vllm serve`` applies them to a generative model:
+Eight configurations use default settings, as ``vllm serve`` applies them to a generative model:
 prefix caching on (off for an attention-free model), chunked prefill, asynchronous scheduling,
 statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
@@ -25,12 +25,13 @@ those kinds of model (KV-cache events; prefix caching off, twice, and on for an 
 EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model,
 once with a finer ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both``
 as its documentation sets it, twice), and list them as the notes' setting routes spell them. The
-connector runs as the scheduler builds it; it reports every prompt token but the last as loaded,
-synchronously, on a request's first scheduling. The
+connector runs as the scheduler builds it; on a request's first scheduling it reports every token
+beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
 beside a real ``SpeculativeConfig`` (method ``eagle``, two speculative tokens) built from a one-layer
 EAGLE-Llama configuration; a request verifying drafts gets the bonus token plus a random number of
-accepted drafts. The Mamba layers are Mamba-2 layers, which export prefill checkpoints.
+accepted drafts. The Mamba layers are Mamba-2 layers, which export prefill checkpoints, except in one kind of
+model with Mamba-1 layers, which export none.
 
 Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
 to a temporary folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
@@ -106,9 +107,14 @@ CONFIGS: dict[str, dict] = {
         "hf_config": {"attention_chunk_size": 64},
     },
     "attention_and_mamba": {
-        "model": "a model with attention and Mamba layers (NemotronH, Qwen3-Next)",
+        "model": "a model with attention and Mamba-2 layers, which export prefill checkpoints (NemotronH)",
         "layers": ["full", "mamba"],
         "mamba_cache_mode": "align",  # what the Mamba configuration hook selects under prefix caching
+    },
+    "attention_and_mamba1": {
+        "model": "a model with attention and Mamba-1 layers, which export no prefill checkpoints (Jamba)",
+        "layers": ["full", "mamba1"],
+        "mamba_cache_mode": "align",  # the Mamba configuration hook's choice under prefix caching
     },
     "mamba_only": {
         "model": "an attention-free model of Mamba layers (Mamba-2), whose default leaves prefix caching off",
@@ -197,7 +203,7 @@ CONFIGS: dict[str, dict] = {
     },
     "full_and_sliding_window_decode_bench_connector": {
         "model": "a model with full-attention and sliding-window layers, with the `DecodeBenchConnector` KV"
-                 " connector, which reports every prompt token but the last as loaded externally",
+                 " connector, which reports every token beyond the local hit but the last as loaded externally",
         "layers": ["full", "sliding_window"],
         "settings": ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
                      "a KV-consumer connector (`kv_role` `kv_consumer` or `kv_both`)", "a KV connector acting as KV producer"],
@@ -266,12 +272,12 @@ def _layer_spec(kind: str, cache, num_speculative_tokens: int):
         return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"], is_draft=True)
     if kind == "chunked_local":
         return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=w["attention_chunk_size"])
-    if kind == "mamba":  # as MambaMixer2.get_kv_cache_spec builds it (Mamba-2 layers export prefill
-        # checkpoints); the page of an attention layer
+    if kind in ("mamba", "mamba1"):  # as MambaBase.get_kv_cache_spec builds it, the page of an attention
+        # layer; Mamba-2 layers add the prefill checkpoints MambaMixer2.get_kv_cache_spec declares
+        checkpoints = {"num_prefill_checkpoint_blocks": 1, "prefill_checkpoint_alignment": 1} if kind == "mamba" else {}
         return MambaSpec(block_size=cache.mamba_block_size, shapes=((2, 1024), (2, 1024)),
                          dtypes=(torch.float16, torch.float16), mamba_cache_mode=cache.mamba_cache_mode,
-                         num_speculative_blocks=num_speculative_tokens,
-                         num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1)
+                         num_speculative_blocks=num_speculative_tokens, **checkpoints)
     raise ValueError(f"unknown layer kind {kind!r}")
 
 
