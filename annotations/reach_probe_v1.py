@@ -20,7 +20,7 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Fourteen more configurations add settings to one of
+the model length as block size without it. Fifteen more configurations add settings to one of
 those kinds of model (KV-cache events; prefix caching off, twice, and on for an attention-free model; a finer ``prefix_match_unit``, twice; an
 EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model,
 once with a finer ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both``
@@ -177,6 +177,14 @@ CONFIGS: dict[str, dict] = {
         "layers": ["full", "sliding_window", "draft_sliding_window"],
         "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
         "eagle": "drop",
+    },
+    "sliding_window_only_eagle": {
+        "model": "a model whose layers all use a sliding window, with an EAGLE drafter whose layer is full"
+                 " attention (lookahead hashes), so the drafter's layer forms a group of its own",
+        "layers": ["sliding_window", "sliding_window", "draft_full"],
+        "settings": ["EAGLE, EAGLE3 or MTP drafter with prefix caching", "and speculative decoding",
+                     "EAGLE-family drafter whose layers get a KV-cache group of their own"],
+        "eagle": "lookahead",
     },
     "full_attention_eagle_drop": {
         "model": "a model whose layers are all full attention, with an EAGLE drafter that drops the trailing"
