@@ -20,11 +20,13 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Fifteen more configurations add settings to one of
-those kinds of model (KV-cache events; prefix caching off, twice, and on for an attention-free model; a finer ``prefix_match_unit``, twice; an
-EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model,
-once with a finer ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both``
-as its documentation sets it, twice), and list them as the notes' setting routes spell them. The
+the model length as block size without it. Nineteen more configurations add settings to one of
+those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model;
+the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
+``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, twice, once with its layer
+in a group of its own, and with the trailing-block drop on four kinds of model, once with a finer
+``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
+sets it, twice), and list them as the notes' setting routes spell them. The
 connector runs as the scheduler builds it; on a request's first scheduling it reports every token
 beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
@@ -130,6 +132,33 @@ CONFIGS: dict[str, dict] = {
         "layers": ["full", "sliding_window_wide"],
         "settings": ["`kv_events_config.enable_kv_cache_events=True`"],
         "kv_events": True,
+    },
+    "attention_and_mamba_kv_events": {
+        "model": "a model with attention and Mamba-2 layers, with KV-cache events on",
+        "layers": ["full", "mamba"],
+        "settings": ["`kv_events_config.enable_kv_cache_events=True`"],
+        "kv_events": True,
+        "mamba_cache_mode": "align",
+    },
+    "full_and_sliding_window_without_hybrid_manager": {
+        "model": "a model with full-attention and sliding-window layers, with the hybrid KV-cache manager off",
+        "layers": ["full", "sliding_window"],
+        "settings": ["`--disable-hybrid-kv-cache-manager`"],
+        "disable_hybrid_kv_cache_manager": True,
+    },
+    "full_and_sliding_window_dense_retention": {
+        "model": "a model with full-attention and sliding-window layers, caching every sliding-window block"
+                 " (`prefix_cache_retention_interval=None`)",
+        "layers": ["full", "sliding_window"],
+        "settings": ["`prefix_cache_retention_interval`"],
+        "retention_interval": None,
+    },
+    "full_and_sliding_window_retention_interval": {
+        "model": "a model with full-attention and sliding-window layers, keeping a sliding-window tail every 64"
+                 " tokens (`prefix_cache_retention_interval=64`)",
+        "layers": ["full", "sliding_window"],
+        "settings": ["`prefix_cache_retention_interval`"],
+        "retention_interval": 64,
     },
     "full_attention_without_prefix_caching": {
         "model": "a model whose layers are all full attention, with prefix caching off",
@@ -324,10 +353,12 @@ def _build(config: dict, model_dir: Path):
                         max_model_len=w["max_model_len"])
     scheduler = SchedulerConfig(max_num_seqs=w["max_num_seqs"], max_num_batched_tokens=w["max_num_batched_tokens"],
                                 max_model_len=w["max_model_len"], enable_chunked_prefill=True,
-                                is_encoder_decoder=False)
+                                is_encoder_decoder=False,
+                                disable_hybrid_kv_cache_manager=config.get("disable_hybrid_kv_cache_manager", False))
     caching = config.get("prefix_caching", True)
     cache = CacheConfig(block_size=w["block_size"], enable_prefix_caching=caching,
-                        prefix_match_unit=config.get("prefix_match_unit"))
+                        prefix_match_unit=config.get("prefix_match_unit"),
+                        prefix_cache_retention_interval=config.get("retention_interval", 0))
     if "mamba_cache_mode" in config:
         cache.mamba_cache_mode = config["mamba_cache_mode"]
     speculative = None
@@ -383,6 +414,7 @@ def _build(config: dict, model_dir: Path):
             "eagle_block_drop": sched.use_eagle_block_drop,
             "hash_lookahead_tokens": vllm_config.num_hash_lookahead_tokens,
             "kv_connector": type(sched.connector).__name__ if sched.connector is not None else None,
+            "prefix_cache_retention_interval": cache.prefix_cache_retention_interval,
             "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
             "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
             "batches_in_flight": vllm_config.max_concurrent_batches}

@@ -3,7 +3,7 @@
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
 coordinators, single-type managers and block pool on CPU, for eight kinds of model with default
-settings and in fifteen configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
+settings and in nineteen configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
 marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
 routes names, shows students a badge that calls that code optional or tied to another setting. The test reads the committed JSON and the notes; it needs no vLLM. After
@@ -145,7 +145,7 @@ def test_a_setting_note_may_run_only_where_its_setting_is_made():
 def test_each_configuration_made_the_setting_it_claims():
     """Catches: a configuration that names a setting its run never had (a drafter layer not marked as
     one, so no KV-cache group drops EAGLE blocks; lookahead hashes left on where the drop is claimed;
-    a hash unit not finer than the block; prefix caching left on; no connector built), which would let notes of that
+    a hash unit not finer than the block; prefix caching left on; no connector built; the hybrid manager or the retention interval left at their defaults), which would let notes of that
     setting pass without the probe ever running them."""
     for name, config in load_report()["configs"].items():
         plan, claims = config["plan"], CONFIGS[name]
@@ -156,6 +156,8 @@ def test_each_configuration_made_the_setting_it_claims():
         if "prefix_match_unit" in claims:
             assert plan["hash_block_size"] == claims["prefix_match_unit"] < plan["block_size"], name
         assert plan["kv_connector"] == claims.get("kv_connector"), name
+        assert plan["hybrid_kv_cache_manager"] == (not claims.get("disable_hybrid_kv_cache_manager", False)), name
+        assert plan["prefix_cache_retention_interval"] == claims.get("retention_interval", 0), name
         if not claims.get("prefix_caching", True):
             assert config["run"]["prefix_cache_queries"] == 0, name
 
