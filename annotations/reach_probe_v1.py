@@ -20,13 +20,14 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Nineteen more configurations add settings to one of
+the model length as block size without it. Twenty-two more configurations add settings to one of
 those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model;
 the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
 ``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, twice, once with its layer
 in a group of its own, and with the trailing-block drop on four kinds of model, once with a finer
 ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
-sets it, twice), and list them as the notes' setting routes spell them. The
+sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
+joins the others, three times), and list them as the notes' setting routes spell them. The
 connector runs as the scheduler builds it; on a request's first scheduling it reports every token
 beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
@@ -238,6 +239,27 @@ CONFIGS: dict[str, dict] = {
         "prefix_match_unit": 4,
         "eagle": "drop",
     },
+    # Speculative decoding's extract_hidden_states method: a hidden-state cache layer beside the model's.
+    "full_attention_extract_hidden_states": {
+        "model": "a model whose layers are all full attention, with speculative `method=\"extract_hidden_states\"`",
+        "layers": ["full", "full", "hidden_state"],
+        "settings": ['`method="extract_hidden_states"`', "and speculative decoding"],
+        "extract_hidden_states": True,
+    },
+    "full_and_sliding_window_extract_hidden_states": {
+        "model": "a model with full-attention and sliding-window layers, with speculative"
+                 " `method=\"extract_hidden_states\"`",
+        "layers": ["full", "sliding_window", "hidden_state"],
+        "settings": ['`method="extract_hidden_states"`', "and speculative decoding"],
+        "extract_hidden_states": True,
+    },
+    "attention_and_mamba_extract_hidden_states": {
+        "model": "a model with attention and Mamba-2 layers, with speculative `method=\"extract_hidden_states\"`",
+        "layers": ["full", "mamba", "hidden_state"],
+        "settings": ['`method="extract_hidden_states"`', "and speculative decoding"],
+        "extract_hidden_states": True,
+        "mamba_cache_mode": "align",
+    },
     "full_and_sliding_window_decode_bench_connector": {
         "model": "a model with full-attention and sliding-window layers, with the `DecodeBenchConnector` KV"
                  " connector, which reports every token beyond the local hit but the last as loaded externally",
@@ -281,7 +303,7 @@ WORKLOAD = {
 #: Steps at which the probe aborts a request: the newest running one, then one that waits.
 ABORT_STEPS = (40, 90)
 
-_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
           "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
           "rms_norm_eps": 1e-5, "torch_dtype": "float16", "bos_token_id": 1, "eos_token_id": 2}
@@ -293,7 +315,13 @@ _LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
 
 def _layer_spec(kind: str, cache, num_speculative_tokens: int):
     import torch
-    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec, MambaSpec, SlidingWindowSpec
+    from vllm.v1.kv_cache_interface import (
+        ChunkedLocalAttentionSpec,
+        FullAttentionSpec,
+        HiddenStateCacheSpec,
+        MambaSpec,
+        SlidingWindowSpec,
+    )
 
     w = WORKLOAD
     attention = {"block_size": w["block_size"], "num_kv_heads": 2, "head_size": 64, "dtype": torch.float16}
@@ -305,6 +333,11 @@ def _layer_spec(kind: str, cache, num_speculative_tokens: int):
         return SlidingWindowSpec(**{**attention, "head_size": 128}, sliding_window=w["sliding_window"])
     if kind == "draft_full":  # a drafter's layer, as GPUModelRunner.get_kv_cache_spec marks it
         return FullAttentionSpec(**attention, is_draft=True)
+    if kind == "hidden_state":  # as ExtractHiddenStatesModel's cache layer builds it: one "head" per
+        # auxiliary layer, the hidden size as head size; as in real models, a token's hidden states take
+        # more bytes than its K and V in one attention layer (here 1024 against 512)
+        return HiddenStateCacheSpec(block_size=cache.block_size, num_kv_heads=2, head_size=_LLAMA["hidden_size"],
+                                    dtype=torch.float16)
     if kind == "draft_sliding_window":
         return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"], is_draft=True)
     if kind == "chunked_local":
@@ -362,6 +395,10 @@ def _build(config: dict, model_dir: Path):
     if "mamba_cache_mode" in config:
         cache.mamba_cache_mode = config["mamba_cache_mode"]
     speculative = None
+    if config.get("extract_hidden_states"):  # two auxiliary hidden states, those of both layers
+        speculative = SpeculativeConfig(method="extract_hidden_states", num_speculative_tokens=1,
+                                        draft_model_config={"hf_config": {"eagle_aux_hidden_state_layer_ids": [0, 1]}},
+                                        target_model_config=model, target_parallel_config=ParallelConfig())
     if "eagle" in config:  # a one-layer EAGLE drafter proposing two tokens
         draft_dir = model_dir / "drafter"
         draft_dir.mkdir()
@@ -441,7 +478,7 @@ def kind_of(config: dict) -> str | None:
     a drafter's); None for a configuration of default settings."""
     if not config.get("settings"):
         return None
-    layers = [kind for kind in config["layers"] if not kind.startswith("draft_")]
+    layers = [kind for kind in config["layers"] if not kind.startswith("draft_") and kind != "hidden_state"]
     return next(name for name, other in CONFIGS.items() if not other.get("settings") and other["layers"] == layers)
 
 

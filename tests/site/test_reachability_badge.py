@@ -129,7 +129,8 @@ def test_a_probed_note_lists_where_the_probe_ran_it_and_only_there():
     assert "ran in 1 of its" in html and "<code" in html and ">kv_events</code>" in html
     total = len(load_report()["configs"])
     writable = next(n for n in v1.notes if n.id == "block_pool.is_block_writable")
-    assert "ran in 1 of its" in note_badge_html(v1, writable, _render)  # the Mamba EAGLE run only
+    html = note_badge_html(v1, writable, _render)  # speculative decoding on a Mamba hybrid only
+    assert ">attention_and_mamba_eagle_drop</code>" in html and ">full_attention</code>" not in html
     kernel = AnnotationFile("x.md", "csrc/attention/attention_kernels.cuh", "0.10.2", "abc1234", "?", 100, "X", "",
                             [events], None, "")
     assert "ann-reach-probe" not in note_badge_html(kernel, events, _render)
