@@ -20,11 +20,10 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Twenty-two more configurations add settings to one of
+the model length as block size without it. Twenty-one more configurations add settings to one of
 those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model;
 the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
-``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, twice, once with its layer
-in a group of its own, and with the trailing-block drop on four kinds of model, once with a finer
+``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
 ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
 sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
 joins the others, three times), and list them as the notes' setting routes spell them. The
@@ -208,14 +207,6 @@ CONFIGS: dict[str, dict] = {
         "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
         "eagle": "drop",
     },
-    "sliding_window_only_eagle": {
-        "model": "a model whose layers all use a sliding window, with an EAGLE drafter whose layer is full"
-                 " attention (lookahead hashes), so the drafter's layer forms a group of its own",
-        "layers": ["sliding_window", "sliding_window", "draft_full"],
-        "settings": ["EAGLE, EAGLE3 or MTP drafter with prefix caching", "and speculative decoding",
-                     "EAGLE-family drafter whose layers get a KV-cache group of their own"],
-        "eagle": "lookahead",
-    },
     "full_attention_eagle_drop": {
         "model": "a model whose layers are all full attention, with an EAGLE drafter that drops the trailing"
                  " block (`disable_lookahead_block_hashes=True`)",
@@ -386,8 +377,8 @@ def _build(config: dict, model_dir: Path):
                         max_model_len=w["max_model_len"])
     scheduler = SchedulerConfig(max_num_seqs=w["max_num_seqs"], max_num_batched_tokens=w["max_num_batched_tokens"],
                                 max_model_len=w["max_model_len"], enable_chunked_prefill=True,
-                                is_encoder_decoder=False,
-                                disable_hybrid_kv_cache_manager=config.get("disable_hybrid_kv_cache_manager", False))
+                                is_encoder_decoder=False,  # None, the default, lets the engine decide
+                                disable_hybrid_kv_cache_manager=config.get("disable_hybrid_kv_cache_manager"))
     caching = config.get("prefix_caching", True)
     cache = CacheConfig(block_size=w["block_size"], enable_prefix_caching=caching,
                         prefix_match_unit=config.get("prefix_match_unit"),

@@ -39,7 +39,7 @@ PROBES = (
     (reach_probe.VERSION, reach_probe.TRACED, "the real V0 engine step on CPU, in the defaults and in each"
      " setting the notes name", "tests/test_reach_probe.py", reach_probe.load_report),
     (reach_probe_v1.VERSION, reach_probe_v1.TRACED, "the real V1 scheduler on CPU for eight kinds of model with default"
-     " settings and in twenty-two configurations that add settings, an EAGLE drafter and a KV connector among them",
+     " settings and in twenty-one configurations that add settings, an EAGLE drafter and a KV connector among them",
      "tests/test_reach_probe_v1.py", reach_probe_v1.load_report),
 )
 
