@@ -202,7 +202,7 @@ CONFIGS: dict[str, dict] = {
     },
     "full_and_sliding_window_sliding_drafter_eagle_drop": {
         "model": "a model with full-attention and sliding-window layers and an EAGLE-family drafter whose layer"
-                 " uses the sliding window (as the MTP layers of MiMo-V2-Flash and Gemma 4 can), dropping the"
+                 " uses the sliding window (as MiMo-V2-Flash's MTP layer does), dropping the"
                  " trailing block (`disable_lookahead_block_hashes=True`)",
         "layers": ["full", "sliding_window", "draft_sliding_window"],
         "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
