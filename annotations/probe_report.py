@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from annotations.line_trace import LineTracer, def_header_lines
+from annotations.line_trace import LineTracer, declined_headers, def_header_lines
 from annotations.model import AnnotationFile, discover
 
 
@@ -70,3 +70,10 @@ def stale_files(report: dict, version: str, files: list[AnnotationFile] | None =
         for af in files
         if af.version == version and af.upstream in report["sha256"] and report["sha256"][af.upstream] != af.sha256
     ]
+
+
+def entered_lines(report: dict, config: str, upstream: str) -> set[int]:
+    """The lines of ``upstream`` that ran in ``config``, less the headers of ``if``, ``while`` and
+    ``for`` statements whose body did not run."""
+    ran = set(report["configs"][config]["executed"].get(upstream, []))
+    return ran - declined_headers(report["guards"].get(upstream, []), ran)

@@ -40,9 +40,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations import probe_report
-from annotations.line_trace import LineTracer, declined_headers, guard_spans, working_lines
+from annotations.line_trace import LineTracer, guard_spans, working_lines
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
-from annotations.probe_report import file_facts, installed_vllm_root, lines_run_at_import, read_report, write_report
+from annotations.probe_report import (
+    entered_lines,
+    file_facts,
+    installed_vllm_root,
+    lines_run_at_import,
+    read_report,
+    write_report,
+)
 from upstream.releases import V0_RELEASE
 
 VERSION = V0_RELEASE
@@ -616,8 +623,7 @@ def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Fin
     for config_name, config in report["configs"].items():
         have = set(config["settings"])
         for upstream, af in sorted(traced.items()):
-            ran = set(config["executed"].get(upstream, []))
-            entered = ran - declined_headers(report["guards"].get(upstream, []), ran)
+            entered = entered_lines(report, config_name, upstream)
             # At import a module runs its own statements; a ``def`` line there runs no function.
             defs = set(report["def_headers"].get(upstream, []))
             imported = set(report["imported"].get(upstream, [])) - defs
@@ -662,10 +668,8 @@ def note_matrix(report: dict, files: list[AnnotationFile] | None = None) -> list
             inside = range(note.start, note.end + 1)
             row = {"file": af.upstream, "note": note.id, "range": note.range_text,
                    "status": _status_text(reach) if reach else "", "at_import": any(n in imported for n in inside)}
-            for name, config in report["configs"].items():
-                ran = set(config["executed"].get(af.upstream, []))
-                entered = ran - declined_headers(report["guards"].get(af.upstream, []), ran)
-                row[name] = sorted(n for n in entered if n in inside)
+            for name in report["configs"]:
+                row[name] = sorted(n for n in entered_lines(report, name, af.upstream) if n in inside)
             rows.append(row)
     return rows
 

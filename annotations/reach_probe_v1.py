@@ -66,9 +66,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations import probe_report
-from annotations.line_trace import LineTracer, declined_headers, guard_spans, working_lines
+from annotations.line_trace import LineTracer, guard_spans, working_lines
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
-from annotations.probe_report import file_facts, installed_vllm_root, lines_run_at_import, read_report, write_report
+from annotations.probe_report import (
+    entered_lines,
+    file_facts,
+    installed_vllm_root,
+    lines_run_at_import,
+    read_report,
+    write_report,
+)
 from upstream.releases import V1_RELEASE
 
 VERSION = V1_RELEASE
@@ -82,6 +89,12 @@ TRACED = (
     "vllm/v1/core/kv_cache_utils.py",
     "vllm/v1/core/single_type_kv_cache_manager.py",
 )
+
+#: Settings several configurations make, spelled as the notes' setting routes spell them.
+_EAGLE_DROP = ["`disable_lookahead_block_hashes=True`", "and speculative decoding"]
+_KV_CONNECTOR = ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
+                 "a KV-consumer connector (`kv_role` `kv_consumer` or `kv_both`)", "a KV connector acting as KV producer"]
+_EXTRACT_HIDDEN_STATES = ['`method="extract_hidden_states"`', "and speculative decoding"]
 
 #: The kinds of model the probe runs, each with default settings: the layers' KV-cache specs, in
 #: the notes' words, and the model configuration fields the engine reads for that kind.
@@ -197,7 +210,7 @@ CONFIGS: dict[str, dict] = {
         "model": "a model with full-attention and sliding-window layers and an EAGLE drafter that drops the"
                  " trailing block (`disable_lookahead_block_hashes=True`)",
         "layers": ["full", "sliding_window", "draft_full"],
-        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "settings": _EAGLE_DROP,
         "eagle": "drop",
     },
     "full_and_sliding_window_sliding_drafter_eagle_drop": {
@@ -205,21 +218,21 @@ CONFIGS: dict[str, dict] = {
                  " uses the sliding window (as MiMo-V2-Flash's MTP layer does), dropping the"
                  " trailing block (`disable_lookahead_block_hashes=True`)",
         "layers": ["full", "sliding_window", "draft_sliding_window"],
-        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "settings": _EAGLE_DROP,
         "eagle": "drop",
     },
     "full_attention_eagle_drop": {
         "model": "a model whose layers are all full attention, with an EAGLE drafter that drops the trailing"
                  " block (`disable_lookahead_block_hashes=True`)",
         "layers": ["full", "full", "draft_full"],
-        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "settings": _EAGLE_DROP,
         "eagle": "drop",
     },
     "attention_and_mamba_eagle_drop": {
         "model": "a model with attention and Mamba layers, with an EAGLE drafter that drops the trailing"
                  " block (`disable_lookahead_block_hashes=True`)",
         "layers": ["full", "mamba", "draft_full"],
-        "settings": ["`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "settings": _EAGLE_DROP,
         "eagle": "drop",
         "mamba_cache_mode": "align",
     },
@@ -227,7 +240,7 @@ CONFIGS: dict[str, dict] = {
         "model": "a model with full-attention and sliding-window layers, with a `prefix_match_unit` of 4 and an"
                  " EAGLE drafter that drops the trailing block (`disable_lookahead_block_hashes=True`)",
         "layers": ["full", "sliding_window", "draft_full"],
-        "settings": ["`prefix_match_unit`", "`disable_lookahead_block_hashes=True`", "and speculative decoding"],
+        "settings": ["`prefix_match_unit`", *_EAGLE_DROP],
         "prefix_match_unit": 4,
         "eagle": "drop",
     },
@@ -235,20 +248,20 @@ CONFIGS: dict[str, dict] = {
     "full_attention_extract_hidden_states": {
         "model": "a model whose layers are all full attention, with speculative `method=\"extract_hidden_states\"`",
         "layers": ["full", "full", "hidden_state"],
-        "settings": ['`method="extract_hidden_states"`', "and speculative decoding"],
+        "settings": _EXTRACT_HIDDEN_STATES,
         "extract_hidden_states": True,
     },
     "full_and_sliding_window_extract_hidden_states": {
         "model": "a model with full-attention and sliding-window layers, with speculative"
                  " `method=\"extract_hidden_states\"`",
         "layers": ["full", "sliding_window", "hidden_state"],
-        "settings": ['`method="extract_hidden_states"`', "and speculative decoding"],
+        "settings": _EXTRACT_HIDDEN_STATES,
         "extract_hidden_states": True,
     },
     "attention_and_mamba_extract_hidden_states": {
         "model": "a model with attention and Mamba-2 layers, with speculative `method=\"extract_hidden_states\"`",
         "layers": ["full", "mamba", "hidden_state"],
-        "settings": ['`method="extract_hidden_states"`', "and speculative decoding"],
+        "settings": _EXTRACT_HIDDEN_STATES,
         "extract_hidden_states": True,
         "mamba_cache_mode": "align",
     },
@@ -256,15 +269,13 @@ CONFIGS: dict[str, dict] = {
         "model": "a model with full-attention and sliding-window layers, with the `DecodeBenchConnector` KV"
                  " connector, which reports every token beyond the local hit but the last as loaded externally",
         "layers": ["full", "sliding_window"],
-        "settings": ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
-                     "a KV-consumer connector (`kv_role` `kv_consumer` or `kv_both`)", "a KV connector acting as KV producer"],
+        "settings": _KV_CONNECTOR,
         "kv_connector": "DecodeBenchConnector",
     },
     "attention_and_mamba_decode_bench_connector": {
         "model": "a model with attention and Mamba layers, with the `DecodeBenchConnector` KV connector",
         "layers": ["full", "mamba"],
-        "settings": ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
-                     "a KV-consumer connector (`kv_role` `kv_consumer` or `kv_both`)", "a KV connector acting as KV producer"],
+        "settings": _KV_CONNECTOR,
         "kv_connector": "DecodeBenchConnector",
         "mamba_cache_mode": "align",
     },
@@ -640,13 +651,6 @@ class Finding:
 
 def _statuses(reach) -> set[str]:
     return {route.status for route in reach.routes}
-
-
-def entered_lines(report: dict, config: str, upstream: str) -> set[int]:
-    """The lines of ``upstream`` that ran in ``config``, less the headers of ``if``, ``while`` and
-    ``for`` statements whose body did not run."""
-    ran = set(report["configs"][config]["executed"].get(upstream, []))
-    return ran - declined_headers(report["guards"].get(upstream, []), ran)
 
 
 def compare(report: dict, files: list[AnnotationFile] | None = None) -> list[Finding]:

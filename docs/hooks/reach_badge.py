@@ -16,8 +16,9 @@ from functools import cache
 from html import escape
 
 from annotations import reach_probe, reach_probe_v1
-from annotations.line_trace import declined_headers, traced_name
+from annotations.line_trace import traced_name
 from annotations.model import AnnotationFile, Note
+from annotations.probe_report import entered_lines
 from annotations.reach import LABELS, STATUSES, Reach
 
 #: One CSS class per status (``docs/assets/annotated.css`` colours them).
@@ -68,11 +69,9 @@ def probe_runs(ann: AnnotationFile, note: Note) -> dict[str, str] | None:
     if not probe_sentence(ann):
         return None
     report = _probe_report(ann.version)
-    guards = report["guards"].get(ann.upstream, [])
     runs = {}
     for name, config in report["configs"].items():
-        ran = set(config["executed"].get(ann.upstream, []))
-        if any(note.start <= n <= note.end for n in ran - declined_headers(guards, ran)):
+        if any(note.start <= n <= note.end for n in entered_lines(report, name, ann.upstream)):
             runs[name] = config.get("model") or ", ".join(config.get("settings", []))
     return runs
 
