@@ -12,9 +12,9 @@ probe checks them by running it. For each kind of model it:
   ``KVCacheManager``, coordinators, single-type managers and block pool;
 * drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
 
-Eight configurations use default settings, as ``vllm serve`` applies them to a generative model:
-prefix caching on (off for an attention-free model), chunked prefill, asynchronous scheduling,
-statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
+Ten configurations use default settings, as ``vllm serve`` applies them to a generative model:
+prefix caching on (off for an attention-free model, and for the R-SWA model, whose configuration
+hook turns it off), chunked prefill, asynchronous scheduling, statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
 waiting one; a second wave of requests arrives once the first is done, half of it repeating earlier
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
@@ -33,7 +33,11 @@ drafter is one attention layer whose KV-cache spec is marked as a drafter's, as 
 beside a real ``SpeculativeConfig`` (method ``eagle``, two speculative tokens) built from a one-layer
 EAGLE-Llama configuration; a request verifying drafts gets the bonus token plus a random number of
 accepted drafts. The Mamba layers are Mamba-2 layers, which export prefill checkpoints, except in one kind of
-model with Mamba-1 layers, which export none.
+model with Mamba-1 layers, which export none. The R-SWA layers keep the hook's default window of 128
+generated tokens, and the R-SWA requests may generate up to 249 tokens, so that the window moves past
+whole blocks behind the prompt. The circular-buffer layer is declared as DeepSeek-V4.1's compressor
+declares its ring (8 float32 rows of one head), beside full-attention layers standing in for the
+model's compressed attention.
 
 Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
 to a temporary folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
@@ -136,6 +140,17 @@ CONFIGS: dict[str, dict] = {
         "layers": ["mamba", "mamba"],
         "prefix_caching": False,
         "mamba_cache_mode": "none",
+    },
+    "rswa_only": {
+        "model": "a model whose attention layers all use R-SWA (Unlimited-OCR), whose configuration hook turns"
+                 " prefix caching off",
+        "layers": ["rswa", "rswa"],
+        "prefix_caching": False,
+        "max_tokens": 250,  # so that decodes outrun the window and leave a gap behind the prompt
+    },
+    "full_and_circular_buffer": {
+        "model": "a model with attention layers and a compressor's circular-buffer layer (DeepSeek-V4.1)",
+        "layers": ["full", "circular_buffer"],
     },
     # One setting on top of a kind of model's defaults; ``settings`` spells it as the notes' setting
     # routes do, so that a note whose setting routes name none of them must not run here.
@@ -302,6 +317,8 @@ WORKLOAD = {
     "eos_token_id": 2,
     "sliding_window": 48,
     "attention_chunk_size": 64,
+    "rswa_window": 128,  # the Unlimited-OCR configuration hook's default
+    "max_tokens": 40,  # a request generates 1 to this many tokens, less one
 }
 #: Steps at which the probe aborts a request: the newest running one, then one that waits.
 ABORT_STEPS = (40, 90)
@@ -320,9 +337,11 @@ def _layer_spec(kind: str, cache, num_speculative_tokens: int):
     import torch
     from vllm.v1.kv_cache_interface import (
         ChunkedLocalAttentionSpec,
+        CircularBufferSpec,
         FullAttentionSpec,
         HiddenStateCacheSpec,
         MambaSpec,
+        RSWASpec,
         SlidingWindowSpec,
     )
 
@@ -343,6 +362,12 @@ def _layer_spec(kind: str, cache, num_speculative_tokens: int):
                                     dtype=torch.float16)
     if kind == "draft_sliding_window":
         return SlidingWindowSpec(**attention, sliding_window=w["sliding_window"], is_draft=True)
+    if kind == "rswa":  # as RSWAAttention.get_kv_cache_spec builds it
+        return RSWASpec(**attention, rswa_window=w["rswa_window"])
+    if kind == "circular_buffer":  # as the DeepSeek-V4.1 compressor's get_kv_cache_spec builds it: one
+        # float32 ring of keys per request, 8 rows without speculative tokens; a state of 256 makes its
+        # page that of the attention layers
+        return CircularBufferSpec(block_size=8, num_kv_heads=1, head_size=256, head_size_v=0, dtype=torch.float32)
     if kind == "chunked_local":
         return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=w["attention_chunk_size"])
     if kind in ("mamba", "mamba1"):  # as MambaBase.get_kv_cache_spec builds it, the page of an attention
@@ -509,7 +534,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     step = 0
 
     def add(i: int) -> None:
-        params = SamplingParams(max_tokens=rng.randrange(1, 40))
+        params = SamplingParams(max_tokens=rng.randrange(1, config.get("max_tokens", w["max_tokens"])))
         params.update_from_generation_config({}, w["eos_token_id"])
         sched.add_request(Request(request_id=f"r{i}", prompt_token_ids=prompts[i], sampling_params=params,
                                   pooling_params=None, block_hasher=hasher))

@@ -2,7 +2,7 @@
 
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
-coordinators, single-type managers and block pool on CPU, for eight kinds of model with default
+coordinators, single-type managers and block pool on CPU, for ten kinds of model with default
 settings and in twenty-one configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
 marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
@@ -160,6 +160,27 @@ def test_each_configuration_made_the_setting_it_claims():
         assert plan["prefix_cache_retention_interval"] == claims.get("retention_interval", 0), name
         if not claims.get("prefix_caching", True):
             assert config["run"]["prefix_cache_queries"] == 0, name
+
+
+#: The KV-cache spec each stand-in layer must declare, as the layer it stands for declares it.
+_SPEC_OF_LAYER = {"full": "FullAttentionSpec", "draft_full": "FullAttentionSpec", "sliding_window": "SlidingWindowSpec",
+                  "sliding_window_wide": "SlidingWindowSpec", "draft_sliding_window": "SlidingWindowSpec",
+                  "chunked_local": "ChunkedLocalAttentionSpec", "mamba": "MambaSpec", "mamba1": "MambaSpec",
+                  "rswa": "RSWASpec", "circular_buffer": "CircularBufferSpec", "hidden_state": "HiddenStateCacheSpec"}
+
+
+def test_each_configuration_planned_the_layers_it_claims():
+    """Catches: a stand-in layer the planner folded into another kind of group (an R-SWA layer planned
+    as plain full attention, a circular buffer merged away), which would let the notes of that
+    layer's manager pass without the probe ever building it."""
+    for name, config in load_report()["configs"].items():
+        if not config["plan"]["hybrid_kv_cache_manager"]:
+            continue  # without the hybrid manager every layer is planned as full attention
+        claimed = {_SPEC_OF_LAYER[kind] for kind in CONFIGS[name]["layers"]}
+        if claimed == {"FullAttentionSpec", "HiddenStateCacheSpec"}:
+            # a full-attention-type spec (HiddenStateCacheSpec is an MLAAttentionSpec): one uniform group
+            claimed = {"FullAttentionSpec"}
+        assert set(config["plan"]["groups"]) == claimed, name
 
 
 def test_a_models_note_run_only_under_a_setting_must_name_it():

@@ -34,14 +34,18 @@ MEANING = {
 
 Render = Callable[[str], str]  # Markdown -> HTML (inline content is wrapped in <p> by Markdown)
 
+#: The V1 probe's configurations that add settings to a kind of model's defaults.
+_V1_SETTINGS = [name for name, config in reach_probe_v1.CONFIGS.items() if config.get("settings")]
+
 #: The probes that check badges by running vLLM: (release, traced upstream paths, what it ran, test,
 #: the committed report's loader).
 PROBES = (
     (reach_probe.VERSION, reach_probe.TRACED, "the real V0 engine step on CPU, in the defaults and in each"
      " setting the notes name", "tests/test_reach_probe.py", reach_probe.load_report),
-    (reach_probe_v1.VERSION, reach_probe_v1.TRACED, "the real V1 scheduler on CPU for eight kinds of model with default"
-     " settings and in twenty-one configurations that add settings, an EAGLE drafter and a KV connector among them",
-     "tests/test_reach_probe_v1.py", reach_probe_v1.load_report),
+    (reach_probe_v1.VERSION, reach_probe_v1.TRACED,
+     f"the real V1 scheduler on CPU for {len(reach_probe_v1.CONFIGS) - len(_V1_SETTINGS)} kinds of model with default"
+     f" settings and in {len(_V1_SETTINGS)} configurations that add settings, an EAGLE drafter and a KV connector"
+     " among them", "tests/test_reach_probe_v1.py", reach_probe_v1.load_report),
 )
 
 
