@@ -20,9 +20,9 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Twenty-one more configurations add settings to one of
-those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model;
-the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
+the model length as block size without it. Twenty-two more configurations add settings to one of
+those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model and, through an ``rswa_window``
+override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
 ``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
 ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
 sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
@@ -206,6 +206,13 @@ CONFIGS: dict[str, dict] = {
         "layers": ["mamba", "mamba"],
         "settings": ["`enable_prefix_caching=True`"],
         "mamba_cache_mode": "align",
+    },
+    "rswa_only_with_prefix_caching": {
+        "model": "a model whose attention layers all use R-SWA, with prefix caching on (an `rswa_window` given"
+                 " through `--hf-overrides` to a checkpoint with `DeepseekAttention` layers)",
+        "layers": ["rswa", "rswa"],
+        "settings": ["an `rswa_window` given through `--hf-overrides`"],
+        "max_tokens": 250,
     },
     "full_and_sliding_window_fine_unit": {
         "model": "a model with full-attention and sliding-window layers, with a `prefix_match_unit` of 4",
