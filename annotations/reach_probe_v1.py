@@ -12,9 +12,9 @@ probe checks them by running it. For each kind of model it:
   ``KVCacheManager``, coordinators, single-type managers and block pool;
 * drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
 
-Ten configurations use default settings, as ``vllm serve`` applies them to a generative model:
-prefix caching on (off for an attention-free model, and for the R-SWA model, whose configuration
-hook turns it off), chunked prefill, asynchronous scheduling, statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
+Eleven configurations use default settings, as ``vllm serve`` applies them to a generative model:
+prefix caching on (off for an attention-free model, for the R-SWA model, whose configuration hook
+turns it off, and for the encoder-decoder model), chunked prefill (off for the encoder-decoder model), asynchronous scheduling, statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
 waiting one; a second wave of requests arrives once the first is done, half of it repeating earlier
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
@@ -37,10 +37,15 @@ model with Mamba-1 layers, which export none. The R-SWA layers keep the hook's d
 generated tokens, and the R-SWA requests may generate up to 249 tokens, so that the window moves past
 whole blocks behind the prompt. The circular-buffer layer is declared as DeepSeek-V4.1's compressor
 declares its ring (8 float32 rows of one head), beside full-attention layers standing in for the
-model's compressed attention.
+model's compressed attention. The encoder-decoder model is a Whisper configuration whose requests each
+carry one audio item of Whisper's 1500 encoder tokens, so that the scheduler gives its cross-attention
+group the encoder's blocks; it gets Whisper's own limits (448 decoder positions, and a step budget of
+2048 tokens, since a step must hold an audio item whole) and room for a few requests' encoder blocks.
 
-Only the model and the platform are stand-ins. The model is a two-layer Llama configuration, written
-to a temporary folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
+Only the model and the platform are stand-ins. The model is a two-layer Llama configuration (for the
+encoder-decoder kind, a two-layer Whisper one, with Whisper's feature-extractor settings and a
+byte-level tokenizer made on the spot, which its multimodal processor needs), written to a temporary
+folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
 layer specs, plus ``attention_chunk_size`` in the configuration for the chunked-local kind, which the
 engine reads to decide about the hybrid KV-cache manager. The platform is asked whether it supports
 the hybrid KV-cache manager, and the probe answers as CUDA does (yes): vLLM's CUDA build reports no
@@ -151,6 +156,16 @@ CONFIGS: dict[str, dict] = {
     "full_and_circular_buffer": {
         "model": "a model with attention layers and a compressor's circular-buffer layer (DeepSeek-V4.1)",
         "layers": ["full", "circular_buffer"],
+    },
+    "encoder_decoder": {
+        "model": "an encoder-decoder model (Whisper): decoder self-attention and cross-attention layers, every"
+                 " request with one 30-second audio input; prefix caching and chunked prefill are off by default",
+        "layers": ["full", "cross_attention"],
+        "whisper": True,
+        "prefix_caching": False,
+        # Whisper's own limits (448 decoder positions, 1500 encoder tokens per audio item, which a step must
+        # hold whole without chunked multimodal input), and room for a few requests' encoder blocks
+        "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
     },
     # One setting on top of a kind of model's defaults; ``settings`` spells it as the notes' setting
     # routes do, so that a note whose setting routes name none of them must not run here.
@@ -336,6 +351,38 @@ _LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
           "rms_norm_eps": 1e-5, "torch_dtype": "float16", "bos_token_id": 1, "eos_token_id": 2}
 
 
+#: A two-layer Whisper decoder (one encoder layer), small as the Llama stand-in is.
+_WHISPER = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper", "d_model": 256,
+            "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 256, "decoder_ffn_dim": 256, "vocab_size": 1000, "num_mel_bins": 80,
+            "max_source_positions": 1500, "max_target_positions": 448, "torch_dtype": "float16",
+            "decoder_start_token_id": 3, "eos_token_id": 2, "bos_token_id": 1, "pad_token_id": 2}
+
+
+def _write_whisper(model_dir: Path) -> None:
+    """What ``ModelConfig`` and Whisper's multimodal processor read from a checkpoint folder: the model
+    configuration, the feature extractor's settings (Whisper's: 80 mel bins, 30 s at 16 kHz) and a
+    byte-level tokenizer, made here because the processor refuses to start without one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    (model_dir / "config.json").write_text(json.dumps(_WHISPER))
+    (model_dir / "preprocessor_config.json").write_text(json.dumps({
+        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 80, "sampling_rate": 16000,
+        "hop_length": 160, "chunk_length": 30, "n_fft": 400, "n_samples": 480000, "nb_max_frames": 3000,
+        "padding_side": "right", "padding_value": 0.0, "return_attention_mask": False,
+        "processor_class": "WhisperProcessor"}))
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tokenizer = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>",
+                                  "<|notimestamps|>"])
+    tokenizer.save(str(model_dir / "tokenizer.json"))
+    (model_dir / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "WhisperTokenizer", "model_max_length": _WHISPER["max_target_positions"],
+        **{name: "<|endoftext|>" for name in ("bos_token", "eos_token", "unk_token", "pad_token")}}))
+
+
 # --------------------------------------------------------------------------- driving vLLM
 
 
@@ -345,6 +392,7 @@ def _layer_spec(kind: str, cache, num_speculative_tokens: int):
     from vllm.v1.kv_cache_interface import (
         ChunkedLocalAttentionSpec,
         CircularBufferSpec,
+        CrossAttentionSpec,
         FullAttentionSpec,
         HiddenStateCacheSpec,
         MambaSpec,
@@ -375,6 +423,8 @@ def _layer_spec(kind: str, cache, num_speculative_tokens: int):
         # float32 ring of keys per request, 8 rows without speculative tokens; a state of 256 makes its
         # page that of the attention layers
         return CircularBufferSpec(block_size=8, num_kv_heads=1, head_size=256, head_size_v=0, dtype=torch.float32)
+    if kind == "cross_attention":  # as a cross-attention layer (Whisper's encoder_attn) declares it
+        return CrossAttentionSpec(**attention)
     if kind == "chunked_local":
         return ChunkedLocalAttentionSpec(**attention, attention_chunk_size=w["attention_chunk_size"])
     if kind in ("mamba", "mamba1"):  # as MambaBase.get_kv_cache_spec builds it, the page of an attention
@@ -415,13 +465,17 @@ def _build(config: dict, model_dir: Path):
     from vllm.v1.structured_output import StructuredOutputManager
 
     type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)  # as CUDA answers
-    w = WORKLOAD
-    (model_dir / "config.json").write_text(json.dumps({**_LLAMA, **config.get("hf_config", {})}))
-    model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float16",
+    w = {**WORKLOAD, **config.get("sizes", {})}
+    if config.get("whisper"):
+        _write_whisper(model_dir)
+    else:
+        (model_dir / "config.json").write_text(json.dumps({**_LLAMA, **config.get("hf_config", {})}))
+    # Whisper's multimodal processor needs a tokenizer; the Llama stand-in needs none.
+    model = ModelConfig(model=str(model_dir), skip_tokenizer_init=not config.get("whisper"), dtype="float16",
                         max_model_len=w["max_model_len"])
     scheduler = SchedulerConfig(max_num_seqs=w["max_num_seqs"], max_num_batched_tokens=w["max_num_batched_tokens"],
                                 max_model_len=w["max_model_len"], enable_chunked_prefill=True,
-                                is_encoder_decoder=False,  # None, the default, lets the engine decide
+                                is_encoder_decoder=model.is_encoder_decoder,  # as the engine arguments pass it
                                 disable_hybrid_kv_cache_manager=config.get("disable_hybrid_kv_cache_manager"))
     caching = config.get("prefix_caching", True)
     cache = CacheConfig(block_size=w["block_size"], enable_prefix_caching=caching,
@@ -489,6 +543,8 @@ def _build(config: dict, model_dir: Path):
             "prefix_cache_retention_interval": cache.prefix_cache_retention_interval,
             "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
             "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+            "encoder_decoder": bool(sched.is_encoder_decoder),
+            "chunked_prefill": bool(vllm_config.scheduler_config.enable_chunked_prefill),
             "batches_in_flight": vllm_config.max_concurrent_batches}
     return sched, hasher, plan
 
@@ -519,11 +575,12 @@ def kind_of(config: dict) -> str | None:
 
 def drive(config: dict, trace: bool = True) -> dict:
     """Run one configuration; return what it did and (with ``trace``) the executed lines."""
+    from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
     from vllm.sampling_params import SamplingParams
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request, RequestStatus
 
-    w = WORKLOAD
+    w = {**WORKLOAD, **config.get("sizes", {})}
     rng = random.Random(w["seed"])
     tracer = LineTracer(installed_vllm_root(), TRACED) if trace else None
     if tracer:
@@ -543,8 +600,13 @@ def drive(config: dict, trace: bool = True) -> dict:
     def add(i: int) -> None:
         params = SamplingParams(max_tokens=rng.randrange(1, config.get("max_tokens", w["max_tokens"])))
         params.update_from_generation_config({}, w["eos_token_id"])
+        # An encoder-decoder request carries its audio as one multimodal item, whose encoder output the
+        # cross-attention layers read: Whisper's 1500 encoder tokens, placed at the start as its processor does.
+        audio = ([MultiModalFeatureSpec(data=None, modality="audio", identifier=f"audio-{i}",
+                                        mm_position=PlaceholderRange(offset=0, length=_WHISPER["max_source_positions"]))]
+                 if config.get("whisper") else None)
         sched.add_request(Request(request_id=f"r{i}", prompt_token_ids=prompts[i], sampling_params=params,
-                                  pooling_params=None, block_hasher=hasher))
+                                  pooling_params=None, block_hasher=hasher, mm_features=audio))
 
     def finish_oldest() -> None:
         # The model runner answers for every request the batch scheduled, aborted ones included.

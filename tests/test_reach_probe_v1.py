@@ -2,7 +2,7 @@
 
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
-coordinators, single-type managers and block pool on CPU, for ten kinds of model with default
+coordinators, single-type managers and block pool on CPU, for eleven kinds of model with default
 settings and in twenty-two configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
 marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
@@ -145,7 +145,8 @@ def test_a_setting_note_may_run_only_where_its_setting_is_made():
 def test_each_configuration_made_the_setting_it_claims():
     """Catches: a configuration that names a setting its run never had (a drafter layer not marked as
     one, so no KV-cache group drops EAGLE blocks; lookahead hashes left on where the drop is claimed;
-    a hash unit not finer than the block; prefix caching left on; no connector built; the hybrid manager or the retention interval left at their defaults), which would let notes of that
+    a hash unit not finer than the block; prefix caching left on; a Whisper model the scheduler did not take
+    for an encoder-decoder one; no connector built; the hybrid manager or the retention interval left at their defaults), which would let notes of that
     setting pass without the probe ever running them."""
     for name, config in load_report()["configs"].items():
         plan, claims = config["plan"], CONFIGS[name]
@@ -160,13 +161,18 @@ def test_each_configuration_made_the_setting_it_claims():
         assert plan["prefix_cache_retention_interval"] == claims.get("retention_interval", 0), name
         if not claims.get("prefix_caching", True):
             assert config["run"]["prefix_cache_queries"] == 0, name
+        # an encoder-decoder model: the scheduler took it for one (encoder budget, cross-attention sizing)
+        # and, as the engine does for such a model, turned chunked prefill off
+        assert plan["encoder_decoder"] == bool(claims.get("whisper")), name
+        assert plan["chunked_prefill"] == (not claims.get("whisper")), name
 
 
 #: The KV-cache spec each stand-in layer must declare, as the layer it stands for declares it.
 _SPEC_OF_LAYER = {"full": "FullAttentionSpec", "draft_full": "FullAttentionSpec", "sliding_window": "SlidingWindowSpec",
                   "sliding_window_wide": "SlidingWindowSpec", "draft_sliding_window": "SlidingWindowSpec",
                   "chunked_local": "ChunkedLocalAttentionSpec", "mamba": "MambaSpec", "mamba1": "MambaSpec",
-                  "rswa": "RSWASpec", "circular_buffer": "CircularBufferSpec", "hidden_state": "HiddenStateCacheSpec"}
+                  "rswa": "RSWASpec", "circular_buffer": "CircularBufferSpec", "hidden_state": "HiddenStateCacheSpec",
+                  "cross_attention": "CrossAttentionSpec"}
 
 
 def test_each_configuration_planned_the_layers_it_claims():
