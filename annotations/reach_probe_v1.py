@@ -151,7 +151,7 @@ CONFIGS: dict[str, dict] = {
                  " prefix caching off",
         "layers": ["rswa", "rswa"],
         "prefix_caching": False,
-        "max_tokens": 250,  # so that decodes outrun the window and leave a gap behind the prompt
+        "sizes": {"max_tokens": 250},  # so that decodes outrun the window and leave a gap behind the prompt
     },
     "full_and_circular_buffer": {
         "model": "a model with attention layers and a compressor's circular-buffer layer (DeepSeek-V4.1)",
@@ -227,7 +227,7 @@ CONFIGS: dict[str, dict] = {
                  " through `--hf-overrides` to a checkpoint with `DeepseekAttention` layers)",
         "layers": ["rswa", "rswa"],
         "settings": ["an `rswa_window` given through `--hf-overrides`"],
-        "max_tokens": 250,
+        "sizes": {"max_tokens": 250},
     },
     "full_and_sliding_window_fine_unit": {
         "model": "a model with full-attention and sliding-window layers, with a `prefix_match_unit` of 4",
@@ -324,7 +324,8 @@ CONFIGS: dict[str, dict] = {
         "mamba_cache_mode": "align",
     },
 }
-#: The sizes and workload shared by every configuration (small, so that preemption happens).
+#: The sizes and workload shared by every configuration (small, so that preemption happens); a
+#: configuration's ``sizes`` replace some of them, and the report records those.
 WORKLOAD = {
     "block_size": 16,
     "num_blocks_per_layer": 48,
@@ -598,7 +599,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     step = 0
 
     def add(i: int) -> None:
-        params = SamplingParams(max_tokens=rng.randrange(1, config.get("max_tokens", w["max_tokens"])))
+        params = SamplingParams(max_tokens=rng.randrange(1, w["max_tokens"]))
         params.update_from_generation_config({}, w["eos_token_id"])
         # An encoder-decoder request carries its audio as one multimodal item, whose encoder output the
         # cross-attention layers read: Whisper's 1500 encoder tokens, placed at the start as its processor does.
@@ -664,7 +665,8 @@ def drive(config: dict, trace: bool = True) -> dict:
     finally:
         if tracer:
             tracer.stop()
-    done = {"model": config["model"], "settings": config.get("settings", []), "kind": kind_of(config), "plan": plan,
+    done = {"model": config["model"], "settings": config.get("settings", []), "kind": kind_of(config),
+            **({"sizes": config["sizes"]} if "sizes" in config else {}), "plan": plan,
             "run": {"steps": step, "requests": added, "unfinished": sched.get_num_unfinished_requests(),
                     **dict(counts)}}
     if tracer:
