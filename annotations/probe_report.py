@@ -15,7 +15,13 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from annotations.line_trace import LineTracer, declined_headers, def_header_lines
+from annotations.line_trace import (
+    LineTracer,
+    declined_headers,
+    def_header_lines,
+    guard_spans,
+    working_lines,
+)
 from annotations.model import AnnotationFile, discover
 
 
@@ -43,10 +49,15 @@ def lines_run_at_import(root: Path, traced: Iterable[str], files: list[str], ent
 
 
 def file_facts(root: Path, files: list[str]) -> dict:
-    """The per-file facts every report carries: each file's sha256 and its ``def`` header lines."""
+    """The per-file facts every report carries: each file's sha256, its ``def`` header lines, its
+    ``if``/``while``/``for`` spans and its working lines (each file read once)."""
+    sources = {f: (root / f).read_bytes() for f in files}
+    texts = {f: data.decode("utf-8") for f, data in sources.items()}
     return {
-        "sha256": {f: hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files},
-        "def_headers": {f: def_header_lines((root / f).read_text(encoding="utf-8")) for f in files},
+        "sha256": {f: hashlib.sha256(data).hexdigest() for f, data in sources.items()},
+        "def_headers": {f: def_header_lines(text) for f, text in texts.items()},
+        "guards": {f: guard_spans(text) for f, text in texts.items()},
+        "working": {f: working_lines(text) for f, text in texts.items()},
     }
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations import probe_report
-from annotations.line_trace import LineTracer, guard_spans, working_lines
+from annotations.line_trace import LineTracer
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
 from annotations.probe_report import (
     entered_lines,
@@ -475,8 +475,6 @@ def run(out: Path = REPORT) -> dict:
                   "reset_prefix_cache called on an engine shell; only the model executor is fake",
         "workload": WORKLOAD,
         **file_facts(root, files),
-        "guards": {f: guard_spans((root / f).read_text(encoding="utf-8")) for f in files},
-        "working": {f: working_lines((root / f).read_text(encoding="utf-8")) for f in files},
         "imported": imported,
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
         "scenarios": {name: {k: v for k, v in drive(config).items() if k != "executed"}

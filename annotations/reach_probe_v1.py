@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotations import probe_report
-from annotations.line_trace import LineTracer, guard_spans, working_lines
+from annotations.line_trace import LineTracer
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, discover
 from annotations.probe_report import (
     entered_lines,
@@ -388,6 +388,11 @@ def _write_whisper(model_dir: Path) -> None:
 
 
 
+def _sizes(config: dict) -> dict:
+    """The workload with the configuration's own ``sizes`` in place of the shared ones."""
+    return {**WORKLOAD, **config.get("sizes", {})}
+
+
 def _layer_spec(kind: str, cache, num_speculative_tokens: int):
     import torch
     from vllm.v1.kv_cache_interface import (
@@ -466,7 +471,7 @@ def _build(config: dict, model_dir: Path):
     from vllm.v1.structured_output import StructuredOutputManager
 
     type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)  # as CUDA answers
-    w = {**WORKLOAD, **config.get("sizes", {})}
+    w = _sizes(config)
     if config.get("whisper"):
         _write_whisper(model_dir)
     else:
@@ -581,7 +586,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request, RequestStatus
 
-    w = {**WORKLOAD, **config.get("sizes", {})}
+    w = _sizes(config)
     rng = random.Random(w["seed"])
     tracer = LineTracer(installed_vllm_root(), TRACED) if trace else None
     if tracer:
@@ -692,8 +697,6 @@ def run(out: Path = REPORT) -> dict:
                   "and the platform answers the hybrid KV-cache manager question as CUDA does",
         "workload": WORKLOAD,
         **file_facts(root, files),
-        "guards": {f: guard_spans((root / f).read_text(encoding="utf-8")) for f in files},
-        "working": {f: working_lines((root / f).read_text(encoding="utf-8")) for f in files},
         "imported": imported,
         "configs": {name: drive(config) for name, config in CONFIGS.items()},
     }
