@@ -12,7 +12,7 @@ probe checks them by running it. For each kind of model it:
   ``KVCacheManager``, coordinators, single-type managers and block pool;
 * drives it the way ``EngineCore.step_with_batch_queue`` does, with two batches in flight.
 
-Eleven configurations use default settings, as ``vllm serve`` applies them to a generative model:
+Twelve configurations use default settings, as ``vllm serve`` applies them to a generative model:
 prefix caching on (off for an attention-free model, for the R-SWA model, whose configuration hook
 turns it off, and for the encoder-decoder model), chunked prefill (off for the encoder-decoder model), asynchronous scheduling, statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
@@ -41,10 +41,15 @@ model's compressed attention. The encoder-decoder model is a Whisper configurati
 carry one audio item of Whisper's 1500 encoder tokens, so that the scheduler gives its cross-attention
 group the encoder's blocks; it gets Whisper's own limits (448 decoder positions, and a step budget of
 2048 tokens, since a step must hold an audio item whole) and room for a few requests' encoder blocks.
+The multimodal model is a Qwen2-Audio configuration: half of the prompts' parts (a shared prefix, the
+rest of a prompt, a next turn's addition) carry an audio clip of 25 or 50 placeholder tokens between
+its begin and end tokens, as Qwen2-Audio's processor writes it, so that block hashes carry the clips'
+keys; two clips are equally long, so that prompts alike token for token may differ in their audio.
 
 Only the model and the platform are stand-ins. The model is a two-layer Llama configuration (for the
-encoder-decoder kind, a two-layer Whisper one, with Whisper's feature-extractor settings and a
-byte-level tokenizer made on the spot, which its multimodal processor needs), written to a temporary
+encoder-decoder kind, a two-layer Whisper one, and for the multimodal kind a two-layer Qwen2-Audio one,
+each with its feature-extractor settings and a byte-level tokenizer made on the spot, which its
+multimodal processor needs), written to a temporary
 folder so that ``ModelConfig`` builds offline; the kind of model is carried by the
 layer specs, plus ``attention_chunk_size`` in the configuration for the chunked-local kind, which the
 engine reads to decide about the hybrid KV-cache manager. The platform is asked whether it supports
@@ -161,11 +166,17 @@ CONFIGS: dict[str, dict] = {
         "model": "an encoder-decoder model (Whisper): decoder self-attention and cross-attention layers, every"
                  " request with one 30-second audio input; prefix caching and chunked prefill are off by default",
         "layers": ["full", "cross_attention"],
-        "whisper": True,
+        "checkpoint": "whisper",
         "prefix_caching": False,
         # Whisper's own limits (448 decoder positions, 1500 encoder tokens per audio item, which a step must
         # hold whole without chunked multimodal input), and room for a few requests' encoder blocks
         "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
+    },
+    "multimodal": {
+        "model": "a model of full-attention layers that takes audio in its prompts (Qwen2-Audio): half of the"
+                 " prompts' parts carry a clip, some of them in the shared prefixes",
+        "layers": ["full", "full"],
+        "checkpoint": "qwen2_audio",
     },
     # One setting on top of a kind of model's defaults; ``settings`` spells it as the notes' setting
     # routes do, so that a note whose setting routes name none of them must not run here.
@@ -358,30 +369,54 @@ _WHISPER = {"architectures": ["WhisperForConditionalGeneration"], "model_type": 
             "encoder_ffn_dim": 256, "decoder_ffn_dim": 256, "vocab_size": 1000, "num_mel_bins": 80,
             "max_source_positions": 1500, "max_target_positions": 448, "torch_dtype": "float16",
             "decoder_start_token_id": 3, "eos_token_id": 2, "bos_token_id": 1, "pad_token_id": 2}
+#: Qwen2-Audio's prompt tokens around an audio clip, in the stand-in's tokenizer (256 byte tokens, then
+#: the special tokens in the order ``_CHECKPOINTS`` lists them).
+_AUDIO_BOS, _AUDIO_EOS, _AUDIO = 259, 260, 261
+#: A two-layer Qwen2 decoder behind a one-layer audio encoder, small as the Llama stand-in is.
+_QWEN2_AUDIO = {"architectures": ["Qwen2AudioForConditionalGeneration"], "model_type": "qwen2_audio",
+                "audio_token_index": _AUDIO, "torch_dtype": "float16",
+                "audio_config": {"model_type": "qwen2_audio_encoder", "d_model": 256, "encoder_layers": 1,
+                                 "encoder_attention_heads": 4, "encoder_ffn_dim": 256, "num_mel_bins": 128,
+                                 "max_source_positions": 1500},
+                "text_config": {**{k: v for k, v in _LLAMA.items() if k != "architectures"}, "model_type": "qwen2"}}
+#: What a checkpoint folder holds for each audio model: the model configuration; the feature extractor
+#: (Whisper's: 30 s at 16 kHz, 80 mel bins for Whisper, 128 for Qwen2-Audio); the tokenizer's special
+#: tokens and class.
+_CHECKPOINTS = {
+    "whisper": {"config": _WHISPER, "mel_bins": 80, "processor": "WhisperProcessor", "attention_mask": False,
+                "special_tokens": ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>",
+                                   "<|notimestamps|>"],
+                "tokenizer": {"tokenizer_class": "WhisperTokenizer",
+                              "model_max_length": _WHISPER["max_target_positions"],
+                              **{name: "<|endoftext|>" for name in ("bos_token", "eos_token", "unk_token", "pad_token")}}},
+    "qwen2_audio": {"config": _QWEN2_AUDIO, "mel_bins": 128, "processor": "Qwen2AudioProcessor", "attention_mask": True,
+                    "special_tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_bos|>",
+                                       "<|audio_eos|>", "<|AUDIO|>"],
+                    "tokenizer": {"tokenizer_class": "Qwen2TokenizerFast", "model_max_length": 4096,
+                                  "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}},
+}
 
 
-def _write_whisper(model_dir: Path) -> None:
-    """What ``ModelConfig`` and Whisper's multimodal processor read from a checkpoint folder: the model
-    configuration, the feature extractor's settings (Whisper's: 80 mel bins, 30 s at 16 kHz) and a
-    byte-level tokenizer, made here because the processor refuses to start without one."""
+def _write_checkpoint(model_dir: Path, name: str) -> None:
+    """What ``ModelConfig`` and an audio model's multimodal processor read from a checkpoint folder: the
+    model configuration, the feature extractor's settings and a byte-level tokenizer, made here because
+    the processor refuses to start without one."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    (model_dir / "config.json").write_text(json.dumps(_WHISPER))
+    checkpoint = _CHECKPOINTS[name]
+    (model_dir / "config.json").write_text(json.dumps(checkpoint["config"]))
     (model_dir / "preprocessor_config.json").write_text(json.dumps({
-        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 80, "sampling_rate": 16000,
-        "hop_length": 160, "chunk_length": 30, "n_fft": 400, "n_samples": 480000, "nb_max_frames": 3000,
-        "padding_side": "right", "padding_value": 0.0, "return_attention_mask": False,
-        "processor_class": "WhisperProcessor"}))
+        "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": checkpoint["mel_bins"],
+        "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400, "n_samples": 480000,
+        "nb_max_frames": 3000, "padding_side": "right", "padding_value": 0.0,
+        "return_attention_mask": checkpoint["attention_mask"], "processor_class": checkpoint["processor"]}))
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     tokenizer = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens(["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>",
-                                  "<|notimestamps|>"])
+    tokenizer.add_special_tokens(checkpoint["special_tokens"])
     tokenizer.save(str(model_dir / "tokenizer.json"))
-    (model_dir / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "WhisperTokenizer", "model_max_length": _WHISPER["max_target_positions"],
-        **{name: "<|endoftext|>" for name in ("bos_token", "eos_token", "unk_token", "pad_token")}}))
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(checkpoint["tokenizer"]))
 
 
 # --------------------------------------------------------------------------- driving vLLM
@@ -472,12 +507,12 @@ def _build(config: dict, model_dir: Path):
 
     type(current_platform).support_hybrid_kv_cache = classmethod(lambda cls: True)  # as CUDA answers
     w = _sizes(config)
-    if config.get("whisper"):
-        _write_whisper(model_dir)
+    if "checkpoint" in config:
+        _write_checkpoint(model_dir, config["checkpoint"])
     else:
         (model_dir / "config.json").write_text(json.dumps({**_LLAMA, **config.get("hf_config", {})}))
-    # Whisper's multimodal processor needs a tokenizer; the Llama stand-in needs none.
-    model = ModelConfig(model=str(model_dir), skip_tokenizer_init=not config.get("whisper"), dtype="float16",
+    # An audio model's multimodal processor needs a tokenizer; the Llama stand-in needs none.
+    model = ModelConfig(model=str(model_dir), skip_tokenizer_init="checkpoint" not in config, dtype="float16",
                         max_model_len=w["max_model_len"])
     scheduler = SchedulerConfig(max_num_seqs=w["max_num_seqs"], max_num_batched_tokens=w["max_num_batched_tokens"],
                                 max_model_len=w["max_model_len"], enable_chunked_prefill=True,
@@ -550,24 +585,54 @@ def _build(config: dict, model_dir: Path):
             "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
             "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
             "encoder_decoder": bool(sched.is_encoder_decoder),
+            "multimodal_inputs": bool(model.supports_multimodal_inputs),
             "chunked_prefill": bool(vllm_config.scheduler_config.enable_chunked_prefill),
             "batches_in_flight": vllm_config.max_concurrent_batches}
     return sched, hasher, plan
 
 
-def _prompts(rng: random.Random, count: int, first_wave: int) -> list[list[int]]:
+#: The audio clips a multimodal prompt may carry: (identifier, placeholder tokens). Two are as long
+#: as each other, so that prompts alike token for token differ only in their audio.
+_CLIPS = (("clip-0", 50), ("clip-1", 50), ("clip-2", 25))
+
+
+def _prompts(rng: random.Random, count: int, first_wave: int, audio: bool = False) -> list[list]:
     """Prompts of 5 to 300 tokens, most starting with one of three shared prefixes; half of the second
-    wave repeats a prompt of the first, as a next turn (with 5 to 60 more tokens) or unchanged."""
-    prefixes = [[rng.randrange(3, 1000) for _ in range(rng.randrange(20, 120))] for _ in range(3)]
-    prompts: list[list[int]] = []
+    wave repeats a prompt of the first, as a next turn (with 5 to 60 more tokens) or unchanged. With
+    ``audio``, half of the parts (the shared prefixes, the rest of a prompt, a next turn's addition)
+    carry one clip, an ``(identifier, length)`` item among the tokens, at a random place."""
+
+    def part(tokens: list) -> list:
+        if audio and rng.random() < 0.5:
+            tokens.insert(rng.randrange(len(tokens) + 1), rng.choice(_CLIPS))
+        return tokens
+
+    prefixes = [part([rng.randrange(3, 1000) for _ in range(rng.randrange(20, 120))]) for _ in range(3)]
+    prompts: list[list] = []
     for i in range(count):
         if i >= first_wave and rng.random() < 0.5:
             turn = prompts[rng.randrange(first_wave)]
-            prompts.append(turn + [rng.randrange(3, 1000) for _ in range(rng.choice([0, rng.randrange(5, 60)]))])
+            prompts.append(turn + part([rng.randrange(3, 1000) for _ in range(rng.choice([0, rng.randrange(5, 60)]))]))
             continue
         head = rng.choice(prefixes) if rng.random() < 0.7 else []
-        prompts.append(head + [rng.randrange(3, 1000) for _ in range(rng.randrange(5, 180))])
+        prompts.append(head + part([rng.randrange(3, 1000) for _ in range(rng.randrange(5, 180))]))
     return prompts
+
+
+def _with_placeholders(prompt: list) -> tuple[list[int], list[tuple[str, int, int]]]:
+    """A prompt's token ids, each clip written as Qwen2-Audio's processor writes it (its placeholder
+    tokens between the audio begin and end tokens), and each clip's (identifier, offset, length)."""
+    tokens: list[int] = []
+    clips = []
+    for piece in prompt:
+        if isinstance(piece, int):
+            tokens.append(piece)
+            continue
+        identifier, length = piece
+        tokens.append(_AUDIO_BOS)
+        clips.append((identifier, len(tokens), length))
+        tokens += [_AUDIO] * length + [_AUDIO_EOS]
+    return tokens, clips
 
 
 def kind_of(config: dict) -> str | None:
@@ -598,7 +663,7 @@ def drive(config: dict, trace: bool = True) -> dict:
         if tracer:
             tracer.stop()
         raise
-    prompts = _prompts(rng, w["requests"], w["first_wave"])
+    prompts = _prompts(rng, w["requests"], w["first_wave"], audio=config.get("checkpoint") == "qwen2_audio")
     counts: collections.Counter = collections.Counter()
     in_flight: collections.deque = collections.deque()
     step = 0
@@ -606,13 +671,19 @@ def drive(config: dict, trace: bool = True) -> dict:
     def add(i: int) -> None:
         params = SamplingParams(max_tokens=rng.randrange(1, w["max_tokens"]))
         params.update_from_generation_config({}, w["eos_token_id"])
-        # An encoder-decoder request carries its audio as one multimodal item, whose encoder output the
-        # cross-attention layers read: Whisper's 1500 encoder tokens, placed at the start as its processor does.
-        audio = ([MultiModalFeatureSpec(data=None, modality="audio", identifier=f"audio-{i}",
-                                        mm_position=PlaceholderRange(offset=0, length=_WHISPER["max_source_positions"]))]
-                 if config.get("whisper") else None)
-        sched.add_request(Request(request_id=f"r{i}", prompt_token_ids=prompts[i], sampling_params=params,
-                                  pooling_params=None, block_hasher=hasher, mm_features=audio))
+        tokens, clips = _with_placeholders(prompts[i])
+        if config.get("checkpoint") == "whisper":
+            # An encoder-decoder request carries its audio as one multimodal item, whose encoder output the
+            # cross-attention layers read: Whisper's 1500 encoder tokens, placed at the start as its processor does.
+            clips = [(f"audio-{i}", 0, _WHISPER["max_source_positions"])]
+        # The engine names an item by the hash of its data; a clip's identifier stands for that hash.
+        audio = [MultiModalFeatureSpec(data=None, modality="audio", identifier=identifier,
+                                       mm_position=PlaceholderRange(offset=offset, length=length))
+                 for identifier, offset, length in clips]
+        if audio:
+            counts["audio_items"] += len(audio)
+        sched.add_request(Request(request_id=f"r{i}", prompt_token_ids=tokens, sampling_params=params,
+                                  pooling_params=None, block_hasher=hasher, mm_features=audio or None))
 
     def finish_oldest() -> None:
         # The model runner answers for every request the batch scheduled, aborted ones included.

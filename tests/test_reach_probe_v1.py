@@ -2,7 +2,7 @@
 
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
-coordinators, single-type managers and block pool on CPU, for eleven kinds of model with default
+coordinators, single-type managers and block pool on CPU, for twelve kinds of model with default
 settings and in twenty-two configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
 marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
@@ -21,6 +21,7 @@ from annotations.reach_probe_v1 import (
     WORKLOAD,
     compare,
     load_report,
+    note_matrix,
     stale_files,
     unexplained,
 )
@@ -146,7 +147,7 @@ def test_each_configuration_made_the_setting_it_claims():
     """Catches: a configuration that names a setting its run never had (a drafter layer not marked as
     one, so no KV-cache group drops EAGLE blocks; lookahead hashes left on where the drop is claimed;
     a hash unit not finer than the block; prefix caching left on; a Whisper model the scheduler did not take
-    for an encoder-decoder one; no connector built; the hybrid manager or the retention interval left at their defaults), which would let notes of that
+    for an encoder-decoder one; an audio model whose requests carried no audio, or were never hashed with it; no connector built; the hybrid manager or the retention interval left at their defaults), which would let notes of that
     setting pass without the probe ever running them."""
     for name, config in load_report()["configs"].items():
         plan, claims = config["plan"], CONFIGS[name]
@@ -163,8 +164,25 @@ def test_each_configuration_made_the_setting_it_claims():
             assert config["run"]["prefix_cache_queries"] == 0, name
         # an encoder-decoder model: the scheduler took it for one (encoder budget, cross-attention sizing)
         # and, as the engine does for such a model, turned chunked prefill off
-        assert plan["encoder_decoder"] == bool(claims.get("whisper")), name
-        assert plan["chunked_prefill"] == (not claims.get("whisper")), name
+        whisper = claims.get("checkpoint") == "whisper"
+        assert plan["encoder_decoder"] == whisper, name
+        assert plan["chunked_prefill"] == (not whisper), name
+        # an audio model: the scheduler built the encoder budget of a model that takes multimodal inputs,
+        # and requests carried audio items; a multimodal decoder's prompts hit the prefix cache with them
+        assert plan["multimodal_inputs"] == ("checkpoint" in claims), name
+        assert bool(config["run"].get("audio_items")) == ("checkpoint" in claims), name
+        if claims.get("checkpoint") == "qwen2_audio":
+            assert config["run"]["prefix_cache_hits"] > 0, name
+
+
+def test_the_multimodal_run_hashed_its_clips():
+    """Catches: audio items that never reached the block hasher (a request built without them, an
+    identifier the hasher skips), which would leave the multimodal key scan unrun while the
+    configuration claims a multimodal model."""
+    ran = {row["note"]: row["configs"] for row in note_matrix(load_report())}
+    assert "multimodal" in ran["kv_cache_utils.mm_extra_keys.scan"]
+    assert [name for name, configs in ran.items() if "multimodal" in configs and name.startswith("kv_cache_utils.mm")] == [
+        "kv_cache_utils.mm_extra_keys", "kv_cache_utils.mm_extra_keys.scan"]
 
 
 #: The KV-cache spec each stand-in layer must declare, as the layer it stands for declares it.
