@@ -20,13 +20,14 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Twenty-two more configurations add settings to one of
+the model length as block size without it. Twenty-three more configurations add settings to one of
 those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model and, through an ``rswa_window``
 override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
 ``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
 ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
 sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
-joins the others, three times), and list them as the notes' setting routes spell them. The
+joins the others, three times; an explicit prefix-cache reset, asked for once while requests run,
+which the block pool refuses, and once between the waves), and list them as the notes' setting routes spell them. The
 connector runs as the scheduler builds it; on a request's first scheduling it reports every token
 beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
@@ -327,6 +328,13 @@ CONFIGS: dict[str, dict] = {
         "kv_connector": "DecodeBenchConnector",
         "mamba_cache_mode": "align",
     },
+    "full_and_sliding_window_prefix_cache_reset": {
+        "model": "a model with full-attention and sliding-window layers, whose prefix cache is reset on request"
+                 " (`LLM.reset_prefix_cache()`) while requests run, which the pool refuses, and between the waves",
+        "layers": ["full", "sliding_window"],
+        "settings": ["an explicit prefix-cache reset", "a prefix-cache reset"],
+        "reset_prefix_cache": True,
+    },
     "attention_and_mamba_fine_unit": {
         "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
         "layers": ["full", "mamba"],
@@ -356,6 +364,8 @@ WORKLOAD = {
 }
 #: Steps at which the probe aborts a request: the newest running one, then one that waits.
 ABORT_STEPS = (40, 90)
+#: The step at which a configuration that resets the prefix cache asks for it while requests run.
+RESET_STEP = 60
 
 _LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -364,10 +374,12 @@ _LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
 
 
 #: A two-layer Whisper decoder (one encoder layer), small as the Llama stand-in is.
+#: The encoder tokens of one Whisper audio item (30 s), which its cross-attention layers read.
+_WHISPER_ENCODER_TOKENS = 1500
 _WHISPER = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper", "d_model": 256,
             "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
             "encoder_ffn_dim": 256, "decoder_ffn_dim": 256, "vocab_size": 1000, "num_mel_bins": 80,
-            "max_source_positions": 1500, "max_target_positions": 448, "torch_dtype": "float16",
+            "max_source_positions": _WHISPER_ENCODER_TOKENS, "max_target_positions": 448, "torch_dtype": "float16",
             "decoder_start_token_id": 3, "eos_token_id": 2, "bos_token_id": 1, "pad_token_id": 2}
 #: Qwen2-Audio's prompt tokens around an audio clip, in the stand-in's tokenizer (256 byte tokens, then
 #: the special tokens in the order ``_CHECKPOINTS`` lists them).
@@ -675,7 +687,7 @@ def drive(config: dict, trace: bool = True) -> dict:
         if config.get("checkpoint") == "whisper":
             # An encoder-decoder request carries its audio as one multimodal item, whose encoder output the
             # cross-attention layers read: Whisper's 1500 encoder tokens, placed at the start as its processor does.
-            clips = [(f"audio-{i}", 0, _WHISPER["max_source_positions"])]
+            clips = [(f"audio-{i}", 0, _WHISPER_ENCODER_TOKENS)]
         # The engine names an item by the hash of its data; a clip's identifier stands for that hash.
         audio = [MultiModalFeatureSpec(data=None, modality="audio", identifier=identifier,
                                        mm_position=PlaceholderRange(offset=offset, length=length))
@@ -714,9 +726,15 @@ def drive(config: dict, trace: bool = True) -> dict:
             counts[f"aborted_{victim.status.name.lower()}"] += 1
             sched.finish_requests([victim.request_id], RequestStatus.FINISHED_ABORTED)
 
+    def reset() -> None:
+        # As EngineCore.reset_prefix_cache does between steps, for LLM.reset_prefix_cache().
+        counts["prefix_cache_resets" if sched.reset_prefix_cache() else "prefix_cache_resets_refused"] += 1
+
     try:
         added = 0
         for wave_end in (w["first_wave"], len(prompts)):
+            if config.get("reset_prefix_cache") and added:
+                reset()
             while step < w["max_steps"] and (added < wave_end or sched.has_requests() or in_flight):
                 step += 1
                 for _ in range(rng.randrange(0, 3)):
@@ -725,6 +743,8 @@ def drive(config: dict, trace: bool = True) -> dict:
                         added += 1
                 if step in ABORT_STEPS:
                     abort(step)
+                if step == RESET_STEP and config.get("reset_prefix_cache"):
+                    reset()
                 # EngineCore.step_with_batch_queue: schedule while the queue has room, and wait for
                 # the oldest batch only when it is full or nothing else can be scheduled.
                 if sched.has_requests() and len(in_flight) < w["batches_in_flight"]:

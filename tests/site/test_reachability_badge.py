@@ -134,7 +134,7 @@ def test_a_probed_note_lists_where_the_probe_ran_it_and_only_there():
     kernel = AnnotationFile("x.md", "csrc/attention/attention_kernels.cuh", "0.10.2", "abc1234", "?", 100, "X", "",
                             [events], None, "")
     assert "ann-reach-probe" not in note_badge_html(kernel, events, _render)
-    unrun = next(n for n in v1.notes if n.id == "block_pool.reset_prefix_cache")
+    unrun = next(n for n in v1.notes if n.id == "block_pool.evict_blocks")
     assert f"ran in none of its {total} configurations" in note_badge_html(v1, unrun, _render)
     imports = next(n for n in v1.notes if n.id == "block_pool.imports")
     assert "only while the module was imported" in note_badge_html(v1, imports, _render)
