@@ -20,14 +20,15 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Twenty-three more configurations add settings to one of
+the model length as block size without it. Twenty-four more configurations add settings to one of
 those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model and, through an ``rswa_window``
 override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
 ``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
 ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
 sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
 joins the others, three times; an explicit prefix-cache reset, asked for once while requests run,
-which the block pool refuses, and once between the waves), and list them as the notes' setting routes spell them. The
+which the block pool refuses, and once between the waves; decode context parallelism over two
+tensor-parallel ranks on attention and Mamba layers, planned for both ranks' workers), and list them as the notes' setting routes spell them. The
 connector runs as the scheduler builds it; on a request's first scheduling it reports every token
 beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
@@ -335,6 +336,15 @@ CONFIGS: dict[str, dict] = {
         "settings": ["an explicit prefix-cache reset", "a prefix-cache reset"],
         "reset_prefix_cache": True,
     },
+    "attention_and_mamba_decode_context_parallel": {
+        "model": "a model with attention and Mamba layers, with decode context parallelism over two tensor-parallel"
+                 " ranks (`decode_context_parallel_size=2`), under which fine-grained hits need no finer unit",
+        "layers": ["full", "mamba"],
+        "settings": ["`decode_context_parallel_size > 1`", "decode context parallelism"],
+        "mamba_cache_mode": "align",
+        "parallel": {"tensor_parallel_size": 2, "decode_context_parallel_size": 2},
+        "hf_config": {"num_key_value_heads": 1},  # DCP needs more tensor-parallel ranks than KV heads
+    },
     "attention_and_mamba_fine_unit": {
         "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
         "layers": ["full", "mamba"],
@@ -536,6 +546,7 @@ def _build(config: dict, model_dir: Path):
                         prefix_cache_retention_interval=config.get("retention_interval", 0))
     if "mamba_cache_mode" in config:
         cache.mamba_cache_mode = config["mamba_cache_mode"]
+    parallel = ParallelConfig(**config.get("parallel", {}))
     speculative = None
     if config.get("extract_hidden_states"):  # two auxiliary hidden states, those of both layers
         speculative = SpeculativeConfig(method="extract_hidden_states", num_speculative_tokens=1,
@@ -553,19 +564,20 @@ def _build(config: dict, model_dir: Path):
                 if "kv_connector" in config else None)
     events = KVEventsConfig(enable_kv_cache_events=True, publisher="null") if config.get("kv_events") else None
     vllm_config = VllmConfig(model_config=model, scheduler_config=scheduler, cache_config=cache,
-                             parallel_config=ParallelConfig(), device_config=DeviceConfig(device="cpu"),
+                             parallel_config=parallel, device_config=DeviceConfig(device="cpu"),
                              kv_events_config=events, speculative_config=speculative,
                              kv_transfer_config=transfer)
     if "mamba_cache_mode" in config:  # what the Mamba configuration hook then sets (models/config.py L762-L786)
         cache.mamba_block_size = w["block_size"] if caching else w["max_model_len"]
     register_all_kvcache_specs(vllm_config)
     specs = {f"model.layers.{i}.attn": _layer_spec(kind, cache, vllm_config.num_speculative_tokens) for i, kind in enumerate(config["layers"])}
-    # EngineCore._initialize_kv_caches, for one worker whose memory holds the workload's blocks
-    resolve_kv_cache_layout(vllm_config, [["LBNHC"]], specs.values())
-    global_groups = get_global_kv_cache_groups(vllm_config, [specs])
+    # EngineCore._initialize_kv_caches, for workers (one per rank) whose memory holds the workload's blocks
+    workers = parallel.world_size
+    resolve_kv_cache_layout(vllm_config, [["LBNHC"]] * workers, specs.values())
+    global_groups = get_global_kv_cache_groups(vllm_config, [specs] * workers)
     memory = max(spec.page_size_bytes for spec in specs.values()) * len(specs) * w["num_blocks_per_layer"]
     kv_cache_config = generate_scheduler_kv_cache_config(
-        get_kv_cache_configs(vllm_config, [specs], [memory], global_groups))
+        get_kv_cache_configs(vllm_config, [specs] * workers, [memory] * workers, global_groups))
     cache.num_gpu_blocks = kv_cache_config.num_blocks
     groups = kv_cache_config.kv_cache_groups
     cache.block_size = min([g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable]
@@ -599,7 +611,8 @@ def _build(config: dict, model_dir: Path):
             "encoder_decoder": bool(sched.is_encoder_decoder),
             "multimodal_inputs": bool(model.supports_multimodal_inputs),
             "chunked_prefill": bool(vllm_config.scheduler_config.enable_chunked_prefill),
-            "batches_in_flight": vllm_config.max_concurrent_batches}
+            "batches_in_flight": vllm_config.max_concurrent_batches,
+            "decode_context_parallel_size": parallel.decode_context_parallel_size}
     return sched, hasher, plan
 
 
