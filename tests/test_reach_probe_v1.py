@@ -14,17 +14,16 @@ from __future__ import annotations
 
 from annotations.model import parse_text
 from annotations.reach_probe_v1 import (
-    CONFIGS,
     EXPLAINED,
     REPORT,
     VERSION,
-    WORKLOAD,
     compare,
     load_report,
     note_matrix,
     stale_files,
     unexplained,
 )
+from annotations.reach_probe_v1_workload import CONFIGS, WORKLOAD
 
 
 def test_probe_report_is_of_the_annotated_bytes_and_of_this_probe():

@@ -20,6 +20,7 @@ from annotations.line_trace import traced_name
 from annotations.model import AnnotationFile, Note
 from annotations.probe_report import entered_lines
 from annotations.reach import LABELS, STATUSES, Reach
+from annotations.reach_probe_v1_workload import CONFIGS
 
 #: One CSS class per status (``docs/assets/annotated.css`` colours them).
 CSS_CLASS = {status: f"ann-reach ann-reach-{status}" for status in STATUSES}
@@ -35,7 +36,7 @@ MEANING = {
 Render = Callable[[str], str]  # Markdown -> HTML (inline content is wrapped in <p> by Markdown)
 
 #: The V1 probe's configurations that add settings to a kind of model's defaults.
-_V1_SETTINGS = [name for name, config in reach_probe_v1.CONFIGS.items() if config.get("settings")]
+_V1_SETTINGS = [name for name, config in CONFIGS.items() if config.get("settings")]
 
 #: The probes that check badges by running vLLM: (release, traced upstream paths, what it ran, test,
 #: the committed report's loader).
@@ -43,7 +44,7 @@ PROBES = (
     (reach_probe.VERSION, reach_probe.TRACED, "the real V0 engine step on CPU, in the defaults and in each"
      " setting the notes name", "tests/test_reach_probe.py", reach_probe.load_report),
     (reach_probe_v1.VERSION, reach_probe_v1.TRACED,
-     f"the real V1 scheduler on CPU for {len(reach_probe_v1.CONFIGS) - len(_V1_SETTINGS)} kinds of model with default"
+     f"the real V1 scheduler on CPU for {len(CONFIGS) - len(_V1_SETTINGS)} kinds of model with default"
      f" settings and in {len(_V1_SETTINGS)} configurations that add settings, an EAGLE drafter and a KV connector"
      " among them", "tests/test_reach_probe_v1.py", reach_probe_v1.load_report),
 )
