@@ -276,6 +276,7 @@ def drive(config: dict, trace: bool = True) -> dict:
         raise
     prompts = prompts_of(rng, w["requests"], w["first_wave"], audio=config.get("checkpoint") == "qwen2_audio")
     counts: collections.Counter = collections.Counter()
+    stopped = None
     in_flight: collections.deque = collections.deque()
     step = 0
 
@@ -357,13 +358,17 @@ def drive(config: dict, trace: bool = True) -> dict:
                         continue
                 if in_flight:
                     finish_oldest()
+    except Exception as error:  # a configuration the engine starts but cannot serve stops it here
+        if type(error).__name__ != config.get("stops"):
+            raise
+        stopped = f"{type(error).__name__}: {error}"
     finally:
         if tracer:
             tracer.stop()
     done = {"model": config["model"], "settings": config.get("settings", []), "kind": kind_of(config),
             **({"sizes": config["sizes"]} if "sizes" in config else {}), "plan": plan,
             "run": {"steps": step, "requests": added, "unfinished": sched.get_num_unfinished_requests(),
-                    **dict(counts)}}
+                    **dict(counts), **({"stopped": stopped} if stopped else {})}}
     if tracer:
         done["executed"] = tracer.lines()
     return done

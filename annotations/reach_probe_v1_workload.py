@@ -10,7 +10,7 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Twenty-four more configurations add settings to one of
+the model length as block size without it. Twenty-five more configurations add settings to one of
 those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model and, through an ``rswa_window``
 override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
 ``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
@@ -18,7 +18,9 @@ override, for R-SWA layers; the hybrid KV-cache manager off; a retention interva
 sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
 joins the others, three times; an explicit prefix-cache reset, asked for once while requests run,
 which the block pool refuses, and once between the waves; decode context parallelism over two
-tensor-parallel ranks on attention and Mamba layers, planned for both ranks' workers), and list them as the notes' setting routes spell them. The
+tensor-parallel ranks on attention and Mamba layers, planned for both ranks' workers; prefix caching
+turned on for the encoder-decoder model, which the engine accepts and which stops it at the first
+request's lookup, a stop the probe expects and records), and list them as the notes' setting routes spell them. The
 connector runs as the scheduler builds it; on a request's first scheduling it reports every token
 beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
@@ -173,7 +175,7 @@ CONFIGS: dict[str, dict] = {
     "mamba_only_with_prefix_caching": {
         "model": "an attention-free model of Mamba layers, with prefix caching turned on (Mamba in \"align\" mode)",
         "layers": ["mamba", "mamba"],
-        "settings": ["`enable_prefix_caching=True`"],
+        "settings": ["`enable_prefix_caching=True` on a model with Mamba-type layers"],
         "mamba_cache_mode": "align",
     },
     "rswa_only_with_prefix_caching": {
@@ -285,6 +287,16 @@ CONFIGS: dict[str, dict] = {
         "mamba_cache_mode": "align",
         "parallel": {"tensor_parallel_size": 2, "decode_context_parallel_size": 2},
         "hf_config": {"num_key_value_heads": 1},  # DCP needs more tensor-parallel ranks than KV heads
+    },
+    "encoder_decoder_with_prefix_caching": {
+        "model": "an encoder-decoder model (Whisper) with prefix caching turned on, which the engine accepts; it"
+                 " plans the caches, and the first request's prefix-cache lookup stops it, since the"
+                 " cross-attention manager refuses caching",
+        "layers": ["full", "cross_attention"],
+        "settings": ["`enable_prefix_caching=True` on an encoder-decoder model"],
+        "checkpoint": "whisper",
+        "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
+        "stops": "NotImplementedError",
     },
     "attention_and_mamba_fine_unit": {
         "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
