@@ -2,7 +2,7 @@
 settings added to them (:data:`CONFIGS`), the workload they share (:data:`WORKLOAD`), the stand-in
 checkpoints an audio model's processor reads, and the prompts.
 
-Twelve configurations use default settings, as ``vllm serve`` applies them to a generative model:
+The kinds of model run with default settings, as ``vllm serve`` applies them to a generative model:
 prefix caching on (off for an attention-free model, for the R-SWA model, whose configuration hook
 turns it off, and for the encoder-decoder model), chunked prefill (off for the encoder-decoder model), asynchronous scheduling, statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
 small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
@@ -10,10 +10,10 @@ waiting one; a second wave of requests arrives once the first is done, half of i
 prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
 random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
 configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. Twenty-five more configurations add settings to one of
+the model length as block size without it. The other configurations add settings to one of
 those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model and, through an ``rswa_window``
-override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens; a finer
-``prefix_match_unit``, twice; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
+override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens, on sliding-window and on Mamba layers; a finer
+``prefix_match_unit``, three times; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
 ``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
 sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
 joins the others, three times; an explicit prefix-cache reset, asked for once while requests run,
@@ -159,6 +159,22 @@ CONFIGS: dict[str, dict] = {
         "settings": ["`prefix_cache_retention_interval`"],
         "retention_interval": 64,
     },
+    "attention_and_mamba_dense_retention": {
+        "model": "a model with attention and Mamba-2 layers, caching every Mamba state block"
+                 " (`prefix_cache_retention_interval=None`)",
+        "layers": ["full", "mamba"],
+        "settings": ["`prefix_cache_retention_interval`"],
+        "retention_interval": None,
+        "mamba_cache_mode": "align",
+    },
+    "attention_and_mamba_retention_interval": {
+        "model": "a model with attention and Mamba-2 layers, keeping a Mamba state every 64 tokens"
+                 " (`prefix_cache_retention_interval=64`)",
+        "layers": ["full", "mamba"],
+        "settings": ["`prefix_cache_retention_interval`"],
+        "retention_interval": 64,
+        "mamba_cache_mode": "align",
+    },
     "full_attention_without_prefix_caching": {
         "model": "a model whose layers are all full attention, with prefix caching off",
         "layers": ["full", "full"],
@@ -278,6 +294,14 @@ CONFIGS: dict[str, dict] = {
         "layers": ["full", "sliding_window"],
         "settings": ["an explicit prefix-cache reset", "a prefix-cache reset"],
         "reset_prefix_cache": True,
+    },
+    "attention_and_mamba1_fine_unit": {
+        "model": "a model with attention and Mamba-1 layers, which export no prefill checkpoints, with a"
+                 " `prefix_match_unit` of 4 (partial hits on)",
+        "layers": ["full", "mamba1"],
+        "settings": ["`prefix_match_unit`"],
+        "prefix_match_unit": 4,
+        "mamba_cache_mode": "align",
     },
     "attention_and_mamba_decode_context_parallel": {
         "model": "a model with attention and Mamba layers, with decode context parallelism over two tensor-parallel"

@@ -2,8 +2,8 @@
 
 Bug this catches: a ``- reach:`` status of a V1 block-manager note that the running scheduler
 contradicts. ``annotations.reach_probe_v1`` drove the real 0.33.0 scheduler, KV-cache manager,
-coordinators, single-type managers and block pool on CPU, for twelve kinds of model with default
-settings and in twenty-five configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
+coordinators, single-type managers and block pool on CPU, for kinds of model with their default
+settings and in configurations that add settings (an EAGLE drafter and a KV connector among them), and committed the executed lines of the five V1 core files per run
 (``annotations/reach-probe-0.33.0.json``). A note whose every route needs a setting (or that is
 marked ``unreached``) but whose lines ran with default settings, or with a setting none of its
 routes names, shows students a badge that calls that code optional or tied to another setting. The test reads the committed JSON and the notes; it needs no vLLM. After
