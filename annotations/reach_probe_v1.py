@@ -281,7 +281,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     step = 0
 
     def add(i: int) -> None:
-        params = SamplingParams(max_tokens=rng.randrange(1, w["max_tokens"]))
+        params = SamplingParams(max_tokens=rng.randrange(1, w["max_tokens"]), prompt_logprobs=config.get("prompt_logprobs"))
         params.update_from_generation_config({}, w["eos_token_id"])
         tokens, clips = with_placeholders(prompts[i])
         if config.get("checkpoint") == "whisper":

@@ -20,7 +20,8 @@ joins the others, three times; an explicit prefix-cache reset, asked for once wh
 which the block pool refuses, and once between the waves; decode context parallelism over two
 tensor-parallel ranks on attention and Mamba layers, planned for both ranks' workers; prefix caching
 turned on for the encoder-decoder model, which the engine accepts and which stops it at the first
-request's lookup, a stop the probe expects and records), and list them as the notes' setting routes spell them. The
+request's lookup or, when requests ask for prompt logprobs and so skip it, at the first caching,
+stops the probe expects and records), and list them as the notes' setting routes spell them. The
 connector runs as the scheduler builds it; on a request's first scheduling it reports every token
 beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
 drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
@@ -321,6 +322,17 @@ CONFIGS: dict[str, dict] = {
         "checkpoint": "whisper",
         "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
         "stops": "NotImplementedError",
+    },
+    "encoder_decoder_with_prefix_caching_prompt_logprobs": {
+        "model": "an encoder-decoder model (Whisper) with prefix caching turned on, whose requests ask for prompt"
+                 " logprobs and so skip the prefix-cache lookup; the first request's blocks are cached, which"
+                 " stops the engine, since the cross-attention manager refuses caching",
+        "layers": ["full", "cross_attention"],
+        "settings": ["`enable_prefix_caching=True` on an encoder-decoder model"],
+        "checkpoint": "whisper",
+        "prompt_logprobs": 1,
+        "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
+        "stops": "ValueError",
     },
     "attention_and_mamba_fine_unit": {
         "model": "a model with attention and Mamba layers, with a `prefix_match_unit` of 4 (partial hits on)",
