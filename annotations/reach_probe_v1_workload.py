@@ -50,6 +50,9 @@ import json
 import random
 from pathlib import Path
 
+#: Whisper's own limits (448 decoder positions, 1500 encoder tokens per audio item, which a step must
+#: hold whole without chunked multimodal input), and room for a few requests' encoder blocks.
+_WHISPER_SIZES = {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400}
 #: Settings several configurations make, spelled as the notes' setting routes spell them.
 _EAGLE_DROP = ["`disable_lookahead_block_hashes=True`", "and speculative decoding"]
 _KV_CONNECTOR = ["a KV connector of any kind", "a KV connector (`kv_transfer_config`) that supplies external tokens",
@@ -114,9 +117,7 @@ CONFIGS: dict[str, dict] = {
         "layers": ["full", "cross_attention"],
         "checkpoint": "whisper",
         "prefix_caching": False,
-        # Whisper's own limits (448 decoder positions, 1500 encoder tokens per audio item, which a step must
-        # hold whole without chunked multimodal input), and room for a few requests' encoder blocks
-        "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
+        "sizes": _WHISPER_SIZES,
     },
     "multimodal": {
         "model": "a model of full-attention layers that takes audio in its prompts (Qwen2-Audio): half of the"
@@ -320,7 +321,7 @@ CONFIGS: dict[str, dict] = {
         "layers": ["full", "cross_attention"],
         "settings": ["`enable_prefix_caching=True` on an encoder-decoder model"],
         "checkpoint": "whisper",
-        "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
+        "sizes": _WHISPER_SIZES,
         "stops": "NotImplementedError",
     },
     "encoder_decoder_with_prefix_caching_prompt_logprobs": {
@@ -331,7 +332,7 @@ CONFIGS: dict[str, dict] = {
         "settings": ["`enable_prefix_caching=True` on an encoder-decoder model"],
         "checkpoint": "whisper",
         "prompt_logprobs": 1,
-        "sizes": {"max_model_len": 448, "max_num_batched_tokens": 2048, "num_blocks_per_layer": 400},
+        "sizes": _WHISPER_SIZES,
         "stops": "ValueError",
     },
     "attention_and_mamba_fine_unit": {
