@@ -4,42 +4,46 @@ checkpoints an audio model's processor reads, and the prompts.
 
 The kinds of model run with default settings, as ``vllm serve`` applies them to a generative model:
 prefix caching on (off for an attention-free model, for the R-SWA model, whose configuration hook
-turns it off, and for the encoder-decoder model), chunked prefill (off for the encoder-decoder model), asynchronous scheduling, statistics logged. What differs is the kind of model. The requests share prefixes; the KV cache is
-small (in some kinds of model it forces preemption); two requests are aborted, a running one and a
-waiting one; a second wave of requests arrives once the first is done, half of it repeating earlier
-prompts (as a next turn or unchanged), so that hits end inside blocks; the fake model samples
-random tokens, sometimes EOS. The Mamba kinds get the cache mode and block size the Mamba
-configuration hook sets: "align" with the attention block size under prefix caching, "none" with
-the model length as block size without it. The other configurations add settings to one of
-those kinds of model (KV-cache events, twice; prefix caching off, twice, and on for an attention-free model and, through an ``rswa_window``
-override, for R-SWA layers; the hybrid KV-cache manager off; a retention interval of ``None`` and of 64 tokens, on sliding-window and on Mamba layers; a finer
-``prefix_match_unit``, three times; an EAGLE drafter with its default lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
-``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its documentation
-sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-state cache layer
-joins the others, three times; an explicit prefix-cache reset, asked for once while requests run,
-which the block pool refuses, and once between the waves; decode context parallelism over two
-tensor-parallel ranks on attention and Mamba layers, planned for both ranks' workers; prefix caching
-turned on for the encoder-decoder model, which the engine accepts and which stops it at the first
-request's lookup or, when requests ask for prompt logprobs and so skip it, at the first caching,
-stops the probe expects and records), and list them as the notes' setting routes spell them. The
-connector runs as the scheduler builds it; on a request's first scheduling it reports every token
-beyond the local prefix-cache hit, less the last one, as loaded synchronously. The
-drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner marks it,
-beside a real ``SpeculativeConfig`` (method ``eagle``, two speculative tokens) built from a one-layer
-EAGLE-Llama configuration; a request verifying drafts gets the bonus token plus a random number of
-accepted drafts. The Mamba layers are Mamba-2 layers, which export prefill checkpoints, except in one kind of
-model with Mamba-1 layers, which export none. The R-SWA layers keep the hook's default window of 128
-generated tokens, and the R-SWA requests may generate up to 249 tokens, so that the window moves past
-whole blocks behind the prompt. The circular-buffer layer is declared as DeepSeek-V4.1's compressor
-declares its ring (8 float32 rows of one head), beside full-attention layers standing in for the
-model's compressed attention. The encoder-decoder model is a Whisper configuration whose requests each
-carry one audio item of Whisper's 1500 encoder tokens, so that the scheduler gives its cross-attention
-group the encoder's blocks; it gets Whisper's own limits (448 decoder positions, and a step budget of
-2048 tokens, since a step must hold an audio item whole) and room for a few requests' encoder blocks.
-The multimodal model is a Qwen2-Audio configuration: half of the prompts' parts (a shared prefix, the
-rest of a prompt, a next turn's addition) carry an audio clip of 25 or 50 placeholder tokens between
-its begin and end tokens, as Qwen2-Audio's processor writes it, so that block hashes carry the clips'
-keys; two clips are equally long, so that prompts alike token for token may differ in their audio.
+turns it off, and for the encoder-decoder model), chunked prefill (off for the encoder-decoder
+model), asynchronous scheduling, statistics logged. What differs is the kind of model. The requests
+share prefixes; the KV cache is small (in some kinds of model it forces preemption); two requests
+are aborted, a running one and a waiting one; a second wave of requests arrives once the first is
+done, half of it repeating earlier prompts (as a next turn or unchanged), so that hits end inside
+blocks; the fake model samples random tokens, sometimes EOS. The Mamba kinds get the cache mode and
+block size the Mamba configuration hook sets: "align" with the attention block size under prefix
+caching, "none" with the model length as block size without it. The other configurations add
+settings to one of those kinds of model (KV-cache events, twice; prefix caching off, twice, and on
+for an attention-free model and, through an ``rswa_window`` override, for R-SWA layers; the hybrid
+KV-cache manager off; a retention interval of ``None`` and of 64 tokens, on sliding-window and on
+Mamba layers; a finer ``prefix_match_unit``, three times; an EAGLE drafter with its default
+lookahead hashes, and with the trailing-block drop on four kinds of model, once with a finer
+``prefix_match_unit`` too; the ``DecodeBenchConnector`` KV connector, role ``kv_both`` as its
+documentation sets it, twice; speculative decoding's ``extract_hidden_states`` method, whose hidden-
+state cache layer joins the others, three times; an explicit prefix-cache reset, asked for once
+while requests run, which the block pool refuses, and once between the waves; decode context
+parallelism over two tensor-parallel ranks on attention and Mamba layers, planned for both ranks'
+workers; prefix caching turned on for the encoder-decoder model, which the engine accepts and which
+stops it at the first request's lookup or, when requests ask for prompt logprobs and so skip it, at
+the first caching, stops the probe expects and records), and list them as the notes' setting routes
+spell them. The connector runs as the scheduler builds it; on a request's first scheduling it
+reports every token beyond the local prefix-cache hit, less the last one, as loaded synchronously.
+The drafter is one attention layer whose KV-cache spec is marked as a drafter's, as the model runner
+marks it, beside a real ``SpeculativeConfig`` (method ``eagle``, two speculative tokens) built from
+a one-layer EAGLE-Llama configuration; a request verifying drafts gets the bonus token plus a random
+number of accepted drafts. The Mamba layers are Mamba-2 layers, which export prefill checkpoints,
+except in one kind of model with Mamba-1 layers, which export none. The R-SWA layers keep the hook's
+default window of 128 generated tokens, and the R-SWA requests may generate up to 249 tokens, so
+that the window moves past whole blocks behind the prompt. The circular-buffer layer is declared as
+DeepSeek-V4.1's compressor declares its ring (8 float32 rows of one head), beside full-attention
+layers standing in for the model's compressed attention. The encoder-decoder model is a Whisper
+configuration whose requests each carry one audio item of Whisper's 1500 encoder tokens, so that the
+scheduler gives its cross-attention group the encoder's blocks; it gets Whisper's own limits (448
+decoder positions, and a step budget of 2048 tokens, since a step must hold an audio item whole) and
+room for a few requests' encoder blocks. The multimodal model is a Qwen2-Audio configuration: half
+of the prompts' parts (a shared prefix, the rest of a prompt, a next turn's addition) carry an audio
+clip of 25 or 50 placeholder tokens between its begin and end tokens, as Qwen2-Audio's processor
+writes it, so that block hashes carry the clips' keys; two clips are equally long, so that prompts
+alike token for token may differ in their audio.
 
 Nothing here imports vLLM.
 """
