@@ -64,12 +64,12 @@ from annotations.reach_probe_v1_workload import (
     CONFIGS,
     LLAMA,
     RESET_STEP,
-    WHISPER_ENCODER_TOKENS,
     WORKLOAD,
+    clips_in_prompts,
     kind_of,
     prompts_of,
+    request_audio,
     sizes_of,
-    with_placeholders,
     write_checkpoint,
 )
 from upstream.releases import V1_RELEASE
@@ -274,7 +274,7 @@ def drive(config: dict, trace: bool = True) -> dict:
         if tracer:
             tracer.stop()
         raise
-    prompts = prompts_of(rng, w["requests"], w["first_wave"], audio=config.get("checkpoint") == "qwen2_audio")
+    prompts = prompts_of(rng, w["requests"], w["first_wave"], audio=clips_in_prompts(config))
     counts: collections.Counter = collections.Counter()
     stopped = None
     in_flight: collections.deque = collections.deque()
@@ -283,11 +283,7 @@ def drive(config: dict, trace: bool = True) -> dict:
     def add(i: int) -> None:
         params = SamplingParams(max_tokens=rng.randrange(1, w["max_tokens"]), prompt_logprobs=config.get("prompt_logprobs"))
         params.update_from_generation_config({}, w["eos_token_id"])
-        tokens, clips = with_placeholders(prompts[i])
-        if config.get("checkpoint") == "whisper":
-            # An encoder-decoder request carries its audio as one multimodal item, whose encoder output the
-            # cross-attention layers read: Whisper's 1500 encoder tokens, placed at the start as its processor does.
-            clips = [(f"audio-{i}", 0, WHISPER_ENCODER_TOKENS)]
+        tokens, clips = request_audio(config, i, prompts[i])
         # The engine names an item by the hash of its data; a clip's identifier stands for that hash.
         audio = [MultiModalFeatureSpec(data=None, modality="audio", identifier=identifier,
                                        mm_position=PlaceholderRange(offset=offset, length=length))

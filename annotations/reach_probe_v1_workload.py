@@ -379,11 +379,11 @@ LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_s
 
 #: A two-layer Whisper decoder (one encoder layer), small as the Llama stand-in is.
 #: The encoder tokens of one Whisper audio item (30 s), which its cross-attention layers read.
-WHISPER_ENCODER_TOKENS = 1500
+_WHISPER_ENCODER_TOKENS = 1500
 _WHISPER = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper", "d_model": 256,
             "encoder_layers": 1, "decoder_layers": 2, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
             "encoder_ffn_dim": 256, "decoder_ffn_dim": 256, "vocab_size": 1000, "num_mel_bins": 80,
-            "max_source_positions": WHISPER_ENCODER_TOKENS, "max_target_positions": 448, "torch_dtype": "float16",
+            "max_source_positions": _WHISPER_ENCODER_TOKENS, "max_target_positions": 448, "torch_dtype": "float16",
             "decoder_start_token_id": 3, "eos_token_id": 2, "bos_token_id": 1, "pad_token_id": 2}
 #: Qwen2-Audio's prompt tokens around an audio clip, in the stand-in's tokenizer (256 byte tokens, then
 #: the special tokens in the order ``_CHECKPOINTS`` lists them).
@@ -466,6 +466,21 @@ def prompts_of(rng: random.Random, count: int, first_wave: int, audio: bool = Fa
         head = rng.choice(prefixes) if rng.random() < 0.7 else []
         prompts.append(head + part([rng.randrange(3, 1000) for _ in range(rng.randrange(5, 180))]))
     return prompts
+
+
+def clips_in_prompts(config: dict) -> bool:
+    """Whether the configuration's prompts carry audio clips among their tokens (Qwen2-Audio's)."""
+    return config.get("checkpoint") == "qwen2_audio"
+
+
+def request_audio(config: dict, i: int, prompt: list) -> tuple[list[int], list[tuple[str, int, int]]]:
+    """Request ``i``'s token ids and its audio items as (identifier, offset, length): the prompt's own
+    clips, or, for an encoder-decoder model, one item of Whisper's encoder tokens placed at the start
+    as its processor does, whose encoder output the cross-attention layers read."""
+    tokens, clips = with_placeholders(prompt)
+    if config.get("checkpoint") == "whisper":
+        clips = [(f"audio-{i}", 0, _WHISPER_ENCODER_TOKENS)]
+    return tokens, clips
 
 
 def with_placeholders(prompt: list) -> tuple[list[int], list[tuple[str, int, int]]]:
