@@ -13,7 +13,8 @@ explains. The checker fetches the pinned bytes and turns every such mismatch int
 * links: ``ref`` imports and resolves, ``prop`` is a registered conformance property, ``see`` and
   Markdown citations ``(v<version>/<path>#<note id>)`` name notes that exist;
 * citations of upstream lines anywhere (notes, pages, ``reference/``; ``annotations.citations``):
-  the file exists in the release, the range lies inside it, the content hash matches;
+  the file exists in the release, the range lies inside it, the content hash matches; and no line
+  outside a note's range is named in plain text (``L120``), where no hash would check it;
 * the shared serving definitions (``serving.md``): well formed, and each one included by a header.
 """
 
@@ -51,7 +52,21 @@ RefResolver = Callable[[str], "str | None"]  # dotted path -> error message, or 
 #: Markdown citations of notes, e.g. ``[text](v0.10.2/vllm/core/block_manager.py#block_manager.allocate)``.
 CITATION = re.compile(r"\]\((?P<path>v[0-9]+\.[0-9]+\.[0-9]+/[^)#\s]+)(?:#(?P<id>[^)\s]*))?\)")
 _COMMIT_ID = re.compile(r"commit_id\s*=\s*['\"]g?(?P<commit>[0-9a-f]+)['\"]")
+#: A line reference written as plain text, ``L120`` or ``L120-L140``. Lines outside a note's own
+#: range are cited as Markdown links (FORMAT.md, "Upstream citations"), so that the checker verifies
+#: their hash; plain text would let a wrong number pass.
+_BARE_LINES = re.compile(r"(?<![\w#/-])L(?P<start>[0-9]+)(?:-L(?P<end>[0-9]+))?(?!\w)")
+_MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\((?:[^()]|\([^)]*\))*\)")
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_LINK_TAIL = re.compile(r"^[^\[\]]*\]\((?:[^()]|\([^)]*\))*\)")  # a link whose text began on the line before
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def bare_line_references(line: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of each line reference in ``line`` that is neither a link nor code."""
+    blank = lambda match: " " * len(match[0])  # noqa: E731 - keeps the offsets of the rest
+    masked = _CODE_SPAN.sub(blank, _MARKDOWN_LINK.sub(blank, _LINK_TAIL.sub(blank, line)))
+    return [(int(m["start"]), int(m["end"] or m["start"])) for m in _BARE_LINES.finditer(masked)]
 
 
 @dataclass(frozen=True)
@@ -251,6 +266,7 @@ class Checker:
         except ValueError:
             problems.append(Problem(af.path, f"is outside the annotations root {self.root}"))
         problems += self._link_problems(af)
+        problems += self._bare_line_problems(af)
         problems += self.upstream_citation_problems([af.path])
         problems += self._reach_problems(af)
         try:
@@ -378,6 +394,31 @@ class Checker:
         problems += [Problem(af.path, f"introduction: {m}") for m in self._citation_errors(af.intro)]
         return problems
 
+    def _bare_line_problems(self, af: AnnotationFile) -> list[Problem]:
+        """Plain-text line numbers outside a note's range, which no hash checks (``- later:`` items,
+        which speak of another release's lines, and fenced blocks are left alone)."""
+        lines = af.path.read_text(encoding="utf-8").split("\n")
+        stops = [note.heading_line for note in af.notes[1:]] + [len(lines) + 1]
+        problems: list[Problem] = []
+        for note, stop in zip(af.notes, stops):
+            in_fence = in_later = False
+            for number in range(note.heading_line + 1, stop):
+                line = lines[number - 1]
+                if _FENCE.match(line):
+                    in_fence = not in_fence
+                in_later = line.startswith("- later:") or (in_later and line.startswith("  "))
+                if in_fence or in_later:
+                    continue
+                for start, end in bare_line_references(line):
+                    if start < note.start or end > note.end:
+                        cited = f"L{start}" if start == end else f"L{start}-L{end}"
+                        problems.append(Problem(
+                            af.path, f"line {number}: {cited} lies outside the note's lines and is plain text:"
+                            " cite it as a Markdown link (`python -m annotations stamp` fills the hash)",
+                            note.id, note.range_text,
+                        ))
+        return problems
+
     def _citation_errors(self, markdown: str) -> list[str]:
         errors: list[str] = []
         in_fence = False
@@ -467,7 +508,8 @@ class Checker:
         return report
 
     def serving_problems(self) -> list[Problem]:
-        """A malformed ``serving.md``, or a definition there that no ``serving:`` header includes."""
+        """A malformed ``serving.md``, a definition there that no ``serving:`` header includes, or a
+        line number written as plain text there (a definition has no lines of its own)."""
         path = self.root / serving_definitions.SERVING_FILE
         try:
             definitions = serving_definitions.definitions_at(self.root)
@@ -479,10 +521,16 @@ class Checker:
             if isinstance(parsed := self.parsed(target), AnnotationFile)
             for name in parsed.serving_names
         }
-        return [
+        problems = [
             Problem(path, f"definition `{version}/{name}` is included by no serving: or reach: header; remove it or use it")
             for version, name in sorted(set(definitions) - used)
         ]
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        for number, line in enumerate(text.split("\n"), start=1):
+            for start, end in bare_line_references(line):
+                cited = f"L{start}" if start == end else f"L{start}-L{end}"
+                problems.append(Problem(path, f"line {number}: {cited} is plain text: cite it as a Markdown link"))
+        return problems
 
     def _is_annotation(self, path: Path) -> bool:
         """Annotation files live under ``v<version>/``; anything else with a header is one too."""

@@ -199,3 +199,28 @@ def test_find_moved_locates_shifted_lines():
 
     assert find_moved(new, 4, range_hash(old, 11, 14)) == [13]
     assert find_moved(new, 4, "0" * 12) == []
+
+
+def test_plain_line_number_outside_the_note_is_reported(toy):
+    """Catches: a line number outside the note's range written as plain text, which no hash
+    checks, so a wrong number (or one left behind when the code moved) would pass unseen."""
+    body = (
+        "The ring is built at L7 and read at L16-L17, a line the note does not cover; its own lines\n"
+        "L11-L14 need no link, nor do `L3` in code or [L16](https://example.invalid/ring.py#L16)."
+    )
+    links = ("later: 9.9.10: the push moved to L40-L44",)
+    toy.write(_toy_notes(**{"ring.push": NoteSpec("ring.push", 11, 14, links=links, body=body)}))
+    messages = _messages(toy.checker().run([toy.root / f"v{VERSION}/{UPSTREAM}.md"]))
+    bare = [m for m in messages if "plain text" in m]
+    assert len(bare) == 2, messages
+    assert "note `ring.push` L11-L14" in bare[0] and ": L7 lies outside" in bare[0]
+    assert ": L16-L17 lies outside" in bare[1]
+
+
+def test_plain_line_number_in_a_serving_definition_is_reported(toy):
+    """Catches: a shared serving definition naming upstream lines in plain text; it has no lines of
+    its own, so every line number there must be a checked link."""
+    toy.write()
+    (toy.root / "serving.md").write_text("# Serving\n\n## `9.9.9/ring-route`\n\nthe push at L11 runs for every ring\n")
+    messages = _messages(toy.checker().run())
+    assert any("serving.md: line 5: L11 is plain text" in m for m in messages), messages
