@@ -62,10 +62,14 @@ _LINK_TAIL = re.compile(r"^[^\[\]]*\]\((?:[^()]|\([^)]*\))*\)")  # a link whose 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
+def _blank(match: re.Match[str]) -> str:
+    """Spaces as long as the match, so that what follows keeps its offsets."""
+    return " " * len(match[0])
+
+
 def bare_line_references(line: str) -> list[tuple[int, int]]:
     """The ``(start, end)`` of each line reference in ``line`` that is neither a link nor code."""
-    blank = lambda match: " " * len(match[0])  # noqa: E731 - keeps the offsets of the rest
-    masked = _CODE_SPAN.sub(blank, _MARKDOWN_LINK.sub(blank, _LINK_TAIL.sub(blank, line)))
+    masked = _CODE_SPAN.sub(_blank, _MARKDOWN_LINK.sub(_blank, _LINK_TAIL.sub(_blank, line)))
     return [(int(m["start"]), int(m["end"] or m["start"])) for m in _BARE_LINES.finditer(masked)]
 
 
