@@ -67,10 +67,11 @@ def _blank(match: re.Match[str]) -> str:
     return " " * len(match[0])
 
 
-def bare_line_references(line: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` of each line reference in ``line`` that is neither a link nor code."""
+def bare_line_references(line: str) -> list[tuple[int, int, str]]:
+    """Each line reference in ``line`` that is neither a link nor code: its start, its end and how
+    it is written (``L120`` or ``L120-L140``)."""
     masked = _CODE_SPAN.sub(_blank, _MARKDOWN_LINK.sub(_blank, _LINK_TAIL.sub(_blank, line)))
-    return [(int(m["start"]), int(m["end"] or m["start"])) for m in _BARE_LINES.finditer(masked)]
+    return [(int(m["start"]), int(m["end"] or m["start"]), m[0]) for m in _BARE_LINES.finditer(masked)]
 
 
 @dataclass(frozen=True)
@@ -413,9 +414,8 @@ class Checker:
                 in_later = line.startswith("- later:") or (in_later and line.startswith("  "))
                 if in_fence or in_later:
                     continue
-                for start, end in bare_line_references(line):
+                for start, end, cited in bare_line_references(line):
                     if start < note.start or end > note.end:
-                        cited = f"L{start}" if start == end else f"L{start}-L{end}"
                         problems.append(Problem(
                             af.path, f"line {number}: {cited} lies outside the note's lines and is plain text:"
                             " cite it as a Markdown link (`python -m annotations stamp` fills the hash)",
@@ -531,8 +531,7 @@ class Checker:
         ]
         text = path.read_text(encoding="utf-8") if path.exists() else ""
         for number, line in enumerate(text.split("\n"), start=1):
-            for start, end in bare_line_references(line):
-                cited = f"L{start}" if start == end else f"L{start}-L{end}"
+            for _, _, cited in bare_line_references(line):
                 problems.append(Problem(path, f"line {number}: {cited} is plain text: cite it as a Markdown link"))
         return problems
 
