@@ -92,6 +92,21 @@ class Problem:
         return f"{where}: {self.message}"
 
 
+def page_line_problems(path: Path, text: str) -> list[Problem]:
+    """Line numbers a study page writes as plain text outside code: a page has no lines of its own,
+    so each must be a link whose hash is checked."""
+    problems: list[Problem] = []
+    in_fence = False
+    for number, line in enumerate(text.split("\n"), start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if in_fence:
+            continue
+        for _, _, cited in bare_line_references(line):
+            problems.append(Problem(path, f"line {number}: {cited} is plain text: cite it as a Markdown link"))
+    return problems
+
+
 @dataclass(frozen=True)
 class FileCoverage:
     """How much of one upstream file the notes cover."""
@@ -473,9 +488,11 @@ class Checker:
                 [p for room in ("reference", "conformance", "benchmarks") for p in sorted((self.repo / room).rglob("*.py"))])
 
     def check_markdown(self, path: Path) -> list[Problem]:
-        """Validate the note citations of a free Markdown file (e.g. reading-questions.md)."""
+        """Validate the note citations of a free Markdown file (e.g. reading-questions.md), and
+        report any line number it writes as plain text."""
         text = Path(path).read_text(encoding="utf-8")
         problems: list[Problem] = self.upstream_citation_problems([Path(path)])
+        problems += page_line_problems(Path(path), text)
         in_fence = False
         for number, line in enumerate(text.split("\n"), start=1):
             if _FENCE.match(line):
@@ -509,6 +526,9 @@ class Checker:
         if paths is None:
             report.problems += self.serving_problems()
             report.problems += self.upstream_citation_problems(self.citation_sources(), full=True)
+            for page in self.citation_sources():
+                if page.suffix == ".md":
+                    report.problems += page_line_problems(page, page.read_text(encoding="utf-8"))
         return report
 
     def serving_problems(self) -> list[Problem]:
@@ -530,10 +550,7 @@ class Checker:
             for version, name in sorted(set(definitions) - used)
         ]
         text = path.read_text(encoding="utf-8") if path.exists() else ""
-        for number, line in enumerate(text.split("\n"), start=1):
-            for _, _, cited in bare_line_references(line):
-                problems.append(Problem(path, f"line {number}: {cited} is plain text: cite it as a Markdown link"))
-        return problems
+        return problems + page_line_problems(path, text)
 
     def _is_annotation(self, path: Path) -> bool:
         """Annotation files live under ``v<version>/``; anything else with a header is one too."""

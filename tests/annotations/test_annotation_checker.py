@@ -224,3 +224,20 @@ def test_plain_line_number_in_a_serving_definition_is_reported(toy):
     (toy.root / "serving.md").write_text("# Serving\n\n## `9.9.9/ring-route`\n\nthe push at L11 runs for every ring\n")
     messages = _messages(toy.checker().run())
     assert any("serving.md: line 5: L11 is plain text" in m for m in messages), messages
+
+
+def test_plain_line_number_on_a_study_page_is_reported(toy, tmp_path):
+    """Catches: a study page (or a free Markdown file such as the reading questions) naming
+    upstream lines in plain text, which no hash checks, so the number can go stale unseen."""
+    toy.write()
+    repo = tmp_path
+    page = repo / "docs" / "theory" / "ring.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("# Ring\n\nThe push at L11 wraps; `L12` in code and\n```\nL13 in a fence\n```\nare not citations.\n")
+    questions = toy.root / "reading-questions.md"
+    questions.write_text("# Questions\n\nWhy does L14-L15 wrap?\n")
+    messages = _messages(toy.checker(repo=repo).run())
+    plain = [m for m in messages if "plain text" in m]
+    assert any("ring.md: line 3: L11 is plain text" in m for m in plain), messages
+    assert any("reading-questions.md: line 3: L14-L15 is plain text" in m for m in plain), messages
+    assert len(plain) == 2, plain
