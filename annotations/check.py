@@ -107,6 +107,25 @@ def page_line_problems(path: Path, text: str) -> list[Problem]:
     return problems
 
 
+def unchecked_citation_problems(path: Path, text: str) -> list[Problem]:
+    """Upstream lines a study page cites as ``file.py:12-34`` or ``file.py L12-L34`` outside a link,
+    even in code: only ``reference/``'s ledger checks that form, so on a page no hash would."""
+    problems: list[Problem] = []
+    in_fence = False
+    for number, line in enumerate(text.split("\n"), start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if in_fence:
+            continue
+        masked = _MARKDOWN_LINK.sub(_blank, _LINK_TAIL.sub(_blank, line))
+        for match in upstream_citations.LEGACY_FILE.finditer(masked):
+            problems.append(Problem(
+                path, f"line {number}: {match[0]} cites upstream lines outside a link: write a Markdown link"
+                " (`python -m annotations stamp` fills the hash)",
+            ))
+    return problems
+
+
 @dataclass(frozen=True)
 class FileCoverage:
     """How much of one upstream file the notes cover."""
@@ -528,7 +547,8 @@ class Checker:
             report.problems += self.upstream_citation_problems(self.citation_sources(), full=True)
             for page in self.citation_sources():
                 if page.suffix == ".md":
-                    report.problems += page_line_problems(page, page.read_text(encoding="utf-8"))
+                    text = page.read_text(encoding="utf-8")
+                    report.problems += page_line_problems(page, text) + unchecked_citation_problems(page, text)
         return report
 
     def serving_problems(self) -> list[Problem]:

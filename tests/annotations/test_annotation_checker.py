@@ -228,12 +228,16 @@ def test_plain_line_number_in_a_serving_definition_is_reported(toy):
 
 def test_plain_line_number_on_a_study_page_is_reported(toy, tmp_path):
     """Catches: a study page (or a free Markdown file such as the reading questions) naming
-    upstream lines in plain text, which no hash checks, so the number can go stale unseen."""
+    upstream lines in plain text, or a page citing them in the ledger's legacy form, which no hash
+    checks there, so the number can go stale unseen."""
     toy.write()
     repo = tmp_path
     page = repo / "docs" / "theory" / "ring.md"
     page.parent.mkdir(parents=True)
-    page.write_text("# Ring\n\nThe push at L11 wraps; `L12` in code and\n```\nL13 in a fence\n```\nare not citations.\n")
+    page.write_text(
+        "# Ring\n\nThe push at L11 wraps; `L12` in code and\n```\nL13 in a fence\n```\nare not citations,"
+        " but `v9.9.9 vllm/ring.py:11-14` is one no hash checks.\n"
+    )
     questions = toy.root / "reading-questions.md"
     questions.write_text("# Questions\n\nWhy does L14-L15 wrap?\n")
     messages = _messages(toy.checker(repo=repo).run())
@@ -241,3 +245,4 @@ def test_plain_line_number_on_a_study_page_is_reported(toy, tmp_path):
     assert any("ring.md: line 3: L11 is plain text" in m for m in plain), messages
     assert any("reading-questions.md: line 3: L14-L15 is plain text" in m for m in plain), messages
     assert len(plain) == 2, plain
+    assert any("ring.md: line 7: vllm/ring.py:11-14 cites upstream lines outside a link" in m for m in messages), messages
