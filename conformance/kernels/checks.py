@@ -12,8 +12,8 @@ Two facts about vLLM shape the cases (both measured, see the report):
   dot-based attention kernels are compared in fp32 and fp16 on the CPU (bf16 on a GPU);
 * some releases' ``kernel_unified_attention_2d`` and ``kernel_paged_attention_2d`` load the
   unwritten tail of a sequence's last block without a mask, so NaN there reaches the output
-  (``KernelApi.unified_masks_tail`` / ``paged_2d_masks_tail`` in conformance/versions.py say
-  which). Unowned slots are therefore poisoned with NaN where vLLM masks them and with a large
+  (``KernelApi.unified_masks_tail`` / ``paged_2d_masks_tail``, defined in conformance/release_api.py
+  with their releases in conformance/changelog.py, say which). Unowned slots are therefore poisoned with NaN where vLLM masks them and with a large
   finite value where it does not.
 """
 
@@ -51,7 +51,7 @@ def attention_dtypes() -> list[torch.dtype]:
 
 def masks_unwritten_slots(kernel: str) -> bool:
     """Whether the installed vLLM's ``kernel`` ("paged_attention_2d" or "unified_attention")
-    masks its K/V loads past the context (``KernelApi`` fields in conformance/versions.py)."""
+    masks its K/V loads past the context (``KernelApi`` fields, conformance/release_api.py)."""
     api = vk.kernels().api
     return {"paged_attention_2d": api.paged_2d_masks_tail, "unified_attention": api.unified_masks_tail}[kernel]
 
