@@ -28,7 +28,8 @@ non-zero weight.
 
 One upstream bug found here is reproduced exactly rather than drawn around: in fp16, v2's
 reduce of two or more partitions corrupts half of every 16-element group
-(:func:`fp16_reduce_bug_rows`; fixed upstream by 0.33.0).
+(:func:`fp16_reduce_bug_rows`; the conversion was corrected in 0.11.1, the release that removed these
+ops from the CPU build, so no release has a corrected CPU ``paged_attention_v2``).
 
 Attention outputs must agree within ``reference.attention.tolerances``; v2's per-partition
 ``max_logits`` and weights (``exp_sums`` after the CPU build's rescaling) are compared with the

@@ -139,7 +139,7 @@ token granularity the figure would be {ideal.saved_kv_bytes / GIB:.2f} GiB; the 
 the shared prefix adds 4 × hidden ({m.hidden}) × layers ({m.layers}) × {_n(full_causal_pairs(s.shared_tokens))}
 causal pairs per request, {s.saved_attention_flops:.3e} FLOPs for the {s.requests - 1} requests —
 {100 * s.saved_attention_flops / s.saved_linear_flops:.1f}% on top, because a {s.shared_tokens}-token context is
-short next to the 5120-wide projections. At, say, 300 TFLOP/s of useful throughput the total is
+short next to the {m.hidden}-wide projections. At, say, 300 TFLOP/s of useful throughput the total is
 about {(s.saved_linear_flops + s.saved_attention_flops) / 300e12:.1f} s of GPU time not spent.
 """
 
@@ -147,10 +147,11 @@ about {(s.saved_linear_flops + s.saved_attention_flops) / 300e12:.1f} s of GPU t
 def lookup_overhead() -> str:
     """The cost of reading the block table during decode, relative to the KV bytes read."""
     m = LLAMA_13B
+    overheads = lookup_overheads(m, BLOCK_SIZE)
     rows = "\n".join(
-        f"| {o.assumption} | {o.table_bytes:g} | {_n(o.kv_bytes)} | {100 * o.ratio:.5f}% |"
-        for o in lookup_overheads(m, BLOCK_SIZE)
+        f"| {o.assumption} | {o.table_bytes:g} | {_n(o.kv_bytes)} | {100 * o.ratio:.5f}% |" for o in overheads
     )
+    worst = max(o.ratio for o in overheads)
     naive = 4 / kv_bytes_per_token(m)
     return f"""\
 **Set-up.** During decode, attention reads every cached key and value of the sequence once.
@@ -164,7 +165,7 @@ the same entry is re-read, so we count per {BLOCK_SIZE} tokens under four assump
 {rows}
 
 **Reading.** Even the pessimistic row, where every head re-reads the entry in both its key and
-value loops, adds about a tenth of a percent; with any reuse the indirection is invisible next to
+value loops, adds {100 * worst:.2f}%; with any reuse the indirection is invisible next to
 the KV traffic. The often-quoted "~0.0005%" is one int32 against one token's full KV
 (4 / {_n(kv_bytes_per_token(m))} = {100 * naive:.5f}%). It forgets that one entry serves {BLOCK_SIZE}
 tokens, which alone would make it {BLOCK_SIZE}× smaller, and it silently assumes a single read for
