@@ -116,8 +116,8 @@ def chunked_prefill(n: int, seed: int = 0) -> Workload:
 
 
 def decode_heavy(n: int, seed: int = 0) -> Workload:
-    """Short prompts, each prefilled in one step, then 16-48 sampled tokens: almost every call is a
-    one-token step."""
+    """Short prompts, nearly all prefilled in one step, then 16-48 sampled tokens: almost every call
+    is a one-token step."""
     rng = random.Random(f"decode_heavy:{seed}")
     prompts = tuple(tuple(_tokens(rng, rng.randint(16, 96))) for _ in range(n))
     return Workload(

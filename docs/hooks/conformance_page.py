@@ -1,7 +1,7 @@
 """MkDocs hook: the conformance status page, generated from the latest JSON reports.
 
 ``python -m conformance`` writes reports to ``conformance/reports/*.json``. The page shows, for
-each (vLLM version, device) pair, the most recent report's results, and gives every registered
+each (vLLM version, device, lane), the most recent report's results, and gives every registered
 property a stable anchor (``#v1.lifecycle``) whether or not a report exists yet, because the
 annotated pages link to those anchors from their ``prop:`` lines. A table first says which of
 vLLM's kernels each kernel lane checks and how they run, with the lane's last report or "never
@@ -172,8 +172,8 @@ def kernel_lanes() -> list[tuple[str, str, str, str]]:
     from conformance.kernels.cpu_build import LANE
 
     return [
-        ("Triton", "vLLM's Triton kernels `unified_attention`, `kernel_paged_attention_2d`, "
-                   "`reshape_and_cache_flash`",
+        ("Triton", "vLLM's Triton kernels `unified_attention`, `kernel_paged_attention_2d` and, from "
+                   "0.11.0, `reshape_and_cache_flash`",
          "the Triton interpreter on the CPU, inside each pinned vLLM environment", "kernel."),
         ("CPU build", f"{LANE}: the compiled `paged_attention_v1`, `paged_attention_v2`, "
                       "`reshape_and_cache`, `copy_blocks`",

@@ -81,7 +81,7 @@ less than one page.
 **The premise is generous.** This model's {m.parameters / 1e9:g} × 10⁹ 16-bit weights alone take
 {_n(weights)} bytes = {weights / GIB:.2f} GiB, so an {GPU_GIB} GiB GPU has at most
 {room / GIB:.2f} GiB left for the KV cache even before activations: {_n(room_pages)} pages, not
-{_n(pages)}. The statement's 70 GiB leaves {GPU_GIB - CAPACITY_GIB} GiB for weights and activations,
+{_n(pages)}. The statement's {CAPACITY_GIB} GiB leaves {GPU_GIB - CAPACITY_GIB} GiB for weights and activations,
 enough for at most {(gpu - capacity) / m.dtype_bytes / 1e9:.1f} × 10⁹ 16-bit parameters; the
 [capacity page](capacity.md) budgets the 13B model's memory with its weights and a reserve.
 """
