@@ -9,9 +9,10 @@ reserve KV memory when it admits a request:
 * **oracle**: reserve exactly the final length, as if the output length were known in advance.
 
 All three reserve one contiguous region at admission and keep it until the request finishes. The
-regions are placed first-fit in one linear address space, so freed regions leave holes: a request
-whose reservation fits in the total free memory but in no single hole must wait (external
-fragmentation), as it would with a real contiguous allocator.
+regions are placed first-fit in one linear address space. Under pow2 and oracle, whose regions
+differ in size, freed regions leave holes: a request whose reservation fits in the total free
+memory but in no single hole must wait (external fragmentation), as it would with a real
+contiguous allocator. Under max every region has the same size, so any freed region fits.
 **paged** instead takes fixed-size blocks on demand as tokens arrive, through the reference V1
 block manager, and wastes at most one partly filled block per request.
 """
