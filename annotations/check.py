@@ -31,6 +31,7 @@ from annotations import citations as upstream_citations
 from annotations import serving as serving_definitions
 from annotations.model import (
     ANNOTATIONS_ROOT,
+    FENCE,
     UNSTAMPED_HASH,
     UNSTAMPED_SHA256,
     AnnotationFile,
@@ -59,7 +60,6 @@ _BARE_LINES = re.compile(r"(?<![\w#/-])L(?P<start>[0-9]+)(?:-L(?P<end>[0-9]+))?(
 _MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\((?:[^()]|\([^)]*\))*\)")
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _LINK_TAIL = re.compile(r"^[^\[\]]*\]\((?:[^()]|\([^)]*\))*\)")  # a link whose text began on the line before
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -96,12 +96,7 @@ def page_line_problems(path: Path, text: str) -> list[Problem]:
     """Line numbers a study page writes as plain text outside code: a page has no lines of its own,
     so each must be a link whose hash is checked."""
     problems: list[Problem] = []
-    in_fence = False
-    for number, line in enumerate(text.split("\n"), start=1):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        if in_fence:
-            continue
+    for number, line in upstream_citations.unfenced_lines(text):
         for _, _, cited in bare_line_references(line):
             problems.append(Problem(path, f"line {number}: {cited} is plain text: cite it as a Markdown link"))
     return problems
@@ -111,12 +106,7 @@ def unchecked_citation_problems(path: Path, text: str) -> list[Problem]:
     """Upstream lines a study page cites as ``file.py:12-34`` or ``file.py L12-L34`` outside a link,
     even in code: only ``reference/``'s ledger checks that form, so on a page no hash would."""
     problems: list[Problem] = []
-    in_fence = False
-    for number, line in enumerate(text.split("\n"), start=1):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        if in_fence:
-            continue
+    for number, line in upstream_citations.unfenced_lines(text):
         masked = _MARKDOWN_LINK.sub(_blank, _LINK_TAIL.sub(_blank, line))
         for match in upstream_citations.LEGACY_FILE.finditer(masked):
             problems.append(Problem(
@@ -443,7 +433,7 @@ class Checker:
             in_fence = in_later = False
             for number in range(note.heading_line + 1, stop):
                 line = lines[number - 1]
-                if _FENCE.match(line):
+                if FENCE.match(line):
                     in_fence = not in_fence
                 in_later = line.startswith("- later:") or (in_later and line.startswith("  "))
                 if in_fence or in_later:
@@ -459,12 +449,7 @@ class Checker:
 
     def _citation_errors(self, markdown: str) -> list[str]:
         errors: list[str] = []
-        in_fence = False
-        for line in markdown.split("\n"):
-            if _FENCE.match(line):
-                in_fence = not in_fence
-            if in_fence:
-                continue
+        for _, line in upstream_citations.unfenced_lines(markdown):
             for match in CITATION.finditer(line):
                 error = self.citation_problem(match["path"], match["id"])
                 if error:
@@ -512,12 +497,7 @@ class Checker:
         text = Path(path).read_text(encoding="utf-8")
         problems: list[Problem] = self.upstream_citation_problems([Path(path)])
         problems += page_line_problems(Path(path), text)
-        in_fence = False
-        for number, line in enumerate(text.split("\n"), start=1):
-            if _FENCE.match(line):
-                in_fence = not in_fence
-            if in_fence:
-                continue
+        for number, line in upstream_citations.unfenced_lines(text):
             for match in CITATION.finditer(line):
                 error = self.citation_problem(match["path"], match["id"])
                 if error:
@@ -544,8 +524,9 @@ class Checker:
                 report.problems += self.upstream_citation_problems([target])
         if paths is None:
             report.problems += self.serving_problems()
-            report.problems += self.upstream_citation_problems(self.citation_sources(), full=True)
-            for page in self.citation_sources():
+            sources = self.citation_sources()
+            report.problems += self.upstream_citation_problems(sources, full=True)
+            for page in sources:
                 if page.suffix == ".md":
                     text = page.read_text(encoding="utf-8")
                     report.problems += page_line_problems(page, text) + unchecked_citation_problems(page, text)

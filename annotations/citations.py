@@ -29,11 +29,11 @@ stamp command fills; the checker reports it as unstamped.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotations.model import UNSTAMPED_HASH, range_hash, upstream_lines
+from annotations.model import FENCE, UNSTAMPED_HASH, range_hash, upstream_lines
 from upstream.releases import V1_RELEASE
 
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
@@ -92,24 +92,23 @@ class Citation:
 NO_RELEASE = ""
 
 
-def _fenced(lines: list[str]) -> list[bool]:
-    flags, inside = [], False
-    for text in lines:
-        if re.match(r"^ {0,3}(```|~~~)", text):
+
+
+def unfenced_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Each line of Markdown ``text`` outside fenced code, with its 1-based number (the fence lines
+    themselves are skipped too)."""
+    inside = False
+    for number, line in enumerate(text.split("\n"), start=1):
+        if FENCE.match(line):
             inside = not inside
-            flags.append(True)
-        else:
-            flags.append(inside)
-    return flags
+        elif not inside:
+            yield number, line
 
 
 def find_markdown(source: Path, text: str) -> list[Citation]:
     """Link and plain citations in Markdown (fenced code is skipped)."""
     found: list[Citation] = []
-    lines = text.split("\n")
-    for number, (line, fenced) in enumerate(zip(lines, _fenced(lines)), start=1):
-        if fenced:
-            continue
+    for number, line in unfenced_lines(text):
         for m in LINK.finditer(line):
             start = int(m["start"]) if m["start"] else None
             end = int(m["end"]) if m["end"] else start

@@ -45,7 +45,8 @@ _HEADING = re.compile(
 )
 _LINK = re.compile(r"^- (?P<kind>[a-z]+): *(?P<value>\S.*?) *$")
 _HEADER_LINE = re.compile(r"^(?P<key>[a-z0-9_]+): *(?P<value>.*?)(?: +#.*)? *$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+#: A line that opens or closes a fenced code block.
+FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -219,7 +220,7 @@ def _split_links(
     last_kind: str | None = None
     for offset, text in enumerate(body_lines):
         line_no = heading_line + 1 + offset
-        if _FENCE.match(text):
+        if FENCE.match(text):
             in_fence = not in_fence
         if last_kind in ("reach", "later") and text.startswith("  ") and text.strip():
             links[last_kind][-1] += " " + text.strip()
@@ -272,7 +273,7 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
     in_fence = False
     for index in range(body_start, len(lines)):
         line = lines[index]
-        if _FENCE.match(line):
+        if FENCE.match(line):
             in_fence = not in_fence
         if in_fence or not line.startswith("## "):
             continue
