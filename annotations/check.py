@@ -20,6 +20,7 @@ explains. The checker fetches the pinned bytes and turns every such mismatch int
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import importlib
 import re
@@ -31,7 +32,6 @@ from annotations import citations as upstream_citations
 from annotations import serving as serving_definitions
 from annotations.model import (
     ANNOTATIONS_ROOT,
-    FENCE,
     UNSTAMPED_HASH,
     UNSTAMPED_SHA256,
     AnnotationFile,
@@ -426,18 +426,20 @@ class Checker:
     def _bare_line_problems(self, af: AnnotationFile) -> list[Problem]:
         """Plain-text line numbers outside a note's range, which no hash checks (``- later:`` items,
         which speak of another release's lines, and fenced blocks are left alone)."""
-        lines = af.path.read_text(encoding="utf-8").split("\n")
-        stops = [note.heading_line for note in af.notes[1:]] + [len(lines) + 1]
+        if not af.notes:
+            return []
+        headings = [note.heading_line for note in af.notes]
         problems: list[Problem] = []
-        for note, stop in zip(af.notes, stops):
-            in_fence = in_later = False
-            for number in range(note.heading_line + 1, stop):
-                line = lines[number - 1]
-                if FENCE.match(line):
-                    in_fence = not in_fence
-                in_later = line.startswith("- later:") or (in_later and line.startswith("  "))
-                if in_fence or in_later:
-                    continue
+        in_later = False
+        for number, line in upstream_citations.unfenced_lines(af.path.read_text(encoding="utf-8")):
+            if number <= headings[0]:
+                continue
+            note = af.notes[bisect.bisect_right(headings, number) - 1]
+            if number == note.heading_line:
+                in_later = False
+                continue
+            in_later = line.startswith("- later:") or (in_later and line.startswith("  "))
+            if not in_later:
                 for start, end, cited in bare_line_references(line):
                     if start < note.start or end > note.end:
                         problems.append(Problem(

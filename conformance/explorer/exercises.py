@@ -103,13 +103,27 @@ def _free_head(trace: dict, before: dict, after: dict) -> list[dict]:
                        "takes? (<kbd>none</kbd> if the queue is empty)"}]
 
 
-def _ref(trace: dict, before: dict, after: dict) -> list[dict]:
+def ref_change(trace: dict, op: dict, block: str, before: dict, after: dict) -> str:
+    """Which step changed a block's reference count. V1: a count falls only in ``free_blocks``;
+    it rises on a held block only in ``touch``, and on a free block in ``touch`` (a prefix hit,
+    which keeps the block's hash) or ``get_new_blocks`` (which takes the block and drops its hash)."""
+    if trace["semantics"] != "v1":
+        return "ref"
+    was, now = before["refs"].get(block, 0), after["refs"].get(block, 0)
+    if now < was:
+        return "ref_free"
+    kept_hash = before["hashes"].get(block) is not None and before["hashes"].get(block) == after["hashes"].get(block)
+    return "ref_hit" if was > 0 or (op.get("use_hit") and kept_hash) else "ref_new"
+
+
+def _ref(trace: dict, op: dict, before: dict, after: dict) -> list[dict]:
     changed = sorted({int(b) for b in set(before["refs"]) | set(after["refs"])
                       if before["refs"].get(b, 0) != after["refs"].get(b, 0)})
     if not changed:
         return []
     block = changed[0]
-    return [{"kind": "int", "q": "ref", "answer": after["refs"].get(str(block), 0), "why": _kind_note(trace, "ref"),
+    why = _kind_note(trace, ref_change(trace, op, str(block), before, after))
+    return [{"kind": "int", "q": "ref", "answer": after["refs"].get(str(block), 0), "why": why,
              "label": f"block {block}'s reference count",
              "prompt": f"What is block {block}'s reference count now?"}]
 
@@ -124,7 +138,7 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
     found = _returns(trace, step["op"], out["result"])
     returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
     found += _table(trace, step["op"], before, after, returned if isinstance(returned, list) else None)
-    found += _free_head(trace, before, after) + _ref(trace, before, after)
+    found += _free_head(trace, before, after) + _ref(trace, step["op"], before, after)
     return [{"id": f"s{k}-{q['q']}", "step": k, **q} for q in found[:MAX_PER_STEP]]
 
 

@@ -15,7 +15,8 @@ scheduler does without calling the block manager. ``tests/conformance/test_explo
 and every reference name imports, so a renamed note or function fails a test.
 
 The exercise questions link to :data:`QUESTION_NOTES`: the note that explains a kind of answer
-(the free queue's order, reference counting).
+(the free queue's order, reference counting; V1 names the step that changed a count: a prefix hit,
+a new block or a free).
 """
 
 from __future__ import annotations
@@ -113,7 +114,9 @@ OP_REFERENCE: dict[str, dict[str, str]] = {
 #: semantics -> question kind -> the note that explains that kind of answer.
 QUESTION_NOTES: dict[str, dict[str, str]] = {
     "v1": {"free_head": _V1 + "kv_cache_utils.py#kv_cache_utils.free_queue",
-           "ref": _V1 + "block_pool.py#block_pool.touch"},
+           "ref_hit": _V1 + "block_pool.py#block_pool.touch",
+           "ref_new": _V1 + "block_pool.py#block_pool.get_new_blocks",
+           "ref_free": _V1 + "block_pool.py#block_pool.free_blocks"},
     "v0": {"free_head": _V0 + "block/naive_block.py#naive_block.allocate",
            "ref": _V0 + "block/common.py#common.ref_counter"},
 }

@@ -203,10 +203,12 @@ def test_find_moved_locates_shifted_lines():
 
 def test_plain_line_number_outside_the_note_is_reported(toy):
     """Catches: a line number outside the note's range written as plain text, which no hash
-    checks, so a wrong number (or one left behind when the code moved) would pass unseen."""
+    checks, so a wrong number (or one left behind when the code moved) would pass unseen; and a
+    fenced block's lines (code, not prose) reported as such."""
     body = (
         "The ring is built at L7 and read at L16-L17, a line the note does not cover; its own lines\n"
-        "L11-L14 need no link, nor do `L3` in code or [L16](https://example.invalid/ring.py#L16)."
+        "L11-L14 need no link, nor do `L3` in code or [L16](https://example.invalid/ring.py#L16).\n\n"
+        "```\nL99 = 1\n```"
     )
     links = ("later: 9.9.10: the push moved to L40-L44",)
     toy.write(_toy_notes(**{"ring.push": NoteSpec("ring.push", 11, 14, links=links, body=body)}))

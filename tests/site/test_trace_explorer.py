@@ -13,7 +13,7 @@ from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.configs import V0Config, V1Config
 from conformance.corpus import corpus
-from conformance.explorer.exercises import trace_questions
+from conformance.explorer.exercises import ref_change, trace_questions
 from conformance.explorer.page import explorer_data, explorer_html, step_item
 from conformance.explorer.steps import matches, op_summary, replay, view_v1
 from docs.hooks.trace_explorer import EXERCISE_SETS, seed_questions
@@ -202,3 +202,25 @@ def test_exercise_prompts_escape_what_the_trace_names() -> None:
     trace = json.loads(json.dumps(V1_TRACE).replace('"a"', '"<img src=x onerror=alert(1)>"'))
     prompts = " ".join(q["prompt"] for q in trace_questions(trace, replay(trace)))
     assert "<img" not in prompts and "&lt;img" in prompts
+
+
+def test_a_reference_count_question_links_the_note_of_the_step_that_changed_the_count() -> None:
+    """Catches: every V1 reference-count question linking to the prefix-hit note (``touch``), though
+    most counts change when a block is newly allocated or freed, so a student's wrong answer was
+    sent to a note that does not explain it."""
+    trace = {"semantics": "v1", "config": V1_CONFIG, "ops": [
+        {"op": "add_request", "req": "a", "tokens": list(range(8))},
+        {"op": "get_computed_blocks", "req": "a"},
+        {"op": "allocate_slots", "req": "a", "num_new_tokens": 8, "use_hit": True},
+        {"op": "free", "req": "a"},
+        {"op": "add_request", "req": "b", "tokens": list(range(8)) + [50, 51, 52, 53]},
+        {"op": "get_computed_blocks", "req": "b"},
+        {"op": "allocate_slots", "req": "b", "num_new_tokens": 4, "use_hit": True},
+    ]}
+    steps = replay(trace)
+    assert steps[7]["outcome"]["result"] == [[3]] and ["b", [[1, 2, 3]]] == steps[7]["state"]["tables"][0][:2]
+    why = {q["step"]: q["why"].split("#")[1] for q in trace_questions(trace, steps) if q["q"] == "ref"}
+    assert why == {3: "block_pool.get_new_blocks", 4: "block_pool.free_blocks"}, why
+    states = [s["state"] for s in steps]  # step 7 has more questions than a step shows: ask the rule
+    kinds = {block: ref_change(trace, trace["ops"][6], block, states[6], states[7]) for block in ("1", "2", "3")}
+    assert kinds == {"1": "ref_hit", "2": "ref_hit", "3": "ref_new"}, kinds
