@@ -679,7 +679,7 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "the pinned Triton no longer asserts that both tl.dot operands have every dimension >= 16, "
         "so kernel_paged_attention_2d builds for block size 8.",
         "vLLM 0.9.0 is the first release to pin torch 2.7.0, which brings Triton 3.3; 0.8.x pins "
-        "torch 2.6.0 and Triton 3.2.",
+        "torch 2.6.0, which brings Triton 3.2.",
         "v0.9.0 requirements/cuda.txt:9; before: v0.8.5.post1 requirements/cuda.txt:9, "
         "v0.8.5.post1 vllm/attention/ops/chunked_prefill_paged_decode.py:159"),
     Change(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from html import escape
 
+from conformance.changelog import policy_named
 from conformance.explorer.op_notes import op_notes, question_note, trace_release
 from conformance.explorer.steps import op_summary
 
@@ -103,26 +104,42 @@ def _free_head(trace: dict, before: dict, after: dict) -> list[dict]:
                        "takes? (<kbd>none</kbd> if the queue is empty)"}]
 
 
-def ref_change(trace: dict, op: dict, block: str, before: dict, after: dict) -> str:
-    """Which step changed a block's reference count. V1: a count falls only in ``free_blocks``;
-    it rises on a held block only in ``touch``, and on a free block in ``touch`` (a prefix hit,
-    which keeps the block's hash) or ``get_new_blocks`` (which takes the block and drops its hash)."""
+def _hit_blocks(steps: list[dict], k: int, req: str) -> set[int]:
+    """The blocks request ``req``'s latest ``get_computed_blocks`` before step ``k`` answered."""
+    for step in reversed(steps[:k]):
+        op, out = step["op"], step["outcome"]
+        if op is not None and op["op"] == "get_computed_blocks" and op.get("req") == req:
+            result = (out or {}).get("result") or {}
+            return {b for group in result.get("block_ids", []) for b in group}
+    return set()
+
+
+def ref_change(trace: dict, steps: list[dict], k: int, block: str) -> str:
+    """Which step of op ``k`` changed ``block``'s reference count (a :data:`QUESTION_NOTES` kind).
+
+    V1: a count falls only in ``free_blocks``; it rises in ``touch`` for a block of the request's
+    prefix hit that ``allocate_slots`` uses (or any block already held, which only a hit can
+    share), and in ``get_new_blocks`` otherwise. V0 has one note for every change."""
     if trace["semantics"] != "v1":
         return "ref"
+    op, before, after = steps[k]["op"], steps[k - 1]["state"], steps[k]["state"]
     was, now = before["refs"].get(block, 0), after["refs"].get(block, 0)
     if now < was:
         return "ref_free"
-    kept_hash = before["hashes"].get(block) is not None and before["hashes"].get(block) == after["hashes"].get(block)
-    return "ref_hit" if was > 0 or (op.get("use_hit") and kept_hash) else "ref_new"
+    hit = op["op"] == "allocate_slots" and op.get("use_hit") and int(block) in _hit_blocks(steps, k, op["req"])
+    return "ref_hit" if hit or was > 0 else "ref_new"
 
 
-def _ref(trace: dict, op: dict, before: dict, after: dict) -> list[dict]:
+def _ref(trace: dict, steps: list[dict], k: int) -> list[dict]:
+    before, after = steps[k - 1]["state"], steps[k]["state"]
     changed = sorted({int(b) for b in set(before["refs"]) | set(after["refs"])
                       if before["refs"].get(b, 0) != after["refs"].get(b, 0)})
+    if trace["semantics"] == "v1" and policy_named(trace["config"]["policy"]).pool_has_null_block:
+        changed = [b for b in changed if b != 0]  # the null block: some releases count it, the notes' 0.33.0 does not
     if not changed:
         return []
     block = changed[0]
-    why = _kind_note(trace, ref_change(trace, op, str(block), before, after))
+    why = _kind_note(trace, ref_change(trace, steps, k, str(block)))
     return [{"kind": "int", "q": "ref", "answer": after["refs"].get(str(block), 0), "why": why,
              "label": f"block {block}'s reference count",
              "prompt": f"What is block {block}'s reference count now?"}]
@@ -138,7 +155,7 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
     found = _returns(trace, step["op"], out["result"])
     returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
     found += _table(trace, step["op"], before, after, returned if isinstance(returned, list) else None)
-    found += _free_head(trace, before, after) + _ref(trace, step["op"], before, after)
+    found += _free_head(trace, before, after) + _ref(trace, steps, k)
     return [{"id": f"s{k}-{q['q']}", "step": k, **q} for q in found[:MAX_PER_STEP]]
 
 
