@@ -8,10 +8,15 @@ to each is what the reference computed; the browser only compares. Per step, at 
 * ``returns``: the block ids the op returns (``allocate_slots``'s new blocks, ``None`` when the
   pool refuses; a prefix-cache hit's blocks; V0's block table and common computed blocks);
 * ``hit``: the hit length (tokens a prefix-cache lookup finds computed);
-* ``table``: the blocks of the first block table the op changed beyond appending what it returns
-  (V0 allocations and appends; V1 blocks released behind a sliding window);
-* ``free_head``: the new head of the free queue, where the op changed it (``None``: empty);
-* ``ref``: the reference count of the first block whose count the op changed.
+* ``table``: the blocks of the first block table the op changed beyond adopting a hit and
+  appending what it returns (V0 allocations and appends; V1 blocks released behind a sliding
+  window);
+* ``ref``: the reference count of the first block whose count the op changed (V1: not the null
+  block);
+* ``free_head``: the new head of the free queue, where the op changed it (``None``: empty).
+
+Each question links the note of the step that decides its answer (:func:`note_kind`), not only
+the op's first note: a window's release, a prefix hit, a fork's shared blocks.
 
 A question is a dict: ``id`` (unique in its trace), ``step``, ``kind`` (how the answer is typed:
 ``ids`` a list of block ids, maybe empty, or ``"refused"`` where the op returned None; ``int``;
@@ -41,10 +46,17 @@ def _kind_note(trace: dict, kind: str) -> str | None:
     return None if note is None else note.target
 
 
-def _returns(trace: dict, op: dict, result) -> list[dict]:
-    """Questions on what the op itself returns."""
+def _sliding(trace: dict) -> bool:
+    return trace["semantics"] == "v1" and any(g.get("kind") == "sliding" for g in trace["config"].get("groups", []))
+
+
+def _returns(trace: dict, op: dict, result, shared: bool = False) -> list[dict]:
+    """Questions on what the op itself returns (V0's copies only where the sequence shares a
+    block, ``shared``, so that a copy could happen)."""
     name, call = op["op"], f"<code>{escape(op_summary(op))}</code>"
     why = _op_note(trace, op)
+    if name == "get_computed_blocks" and _sliding(trace):
+        why = _kind_note(trace, "lookup_window")
     if name == "allocate_slots":
         if result is None:
             answer = "refused"
@@ -58,8 +70,11 @@ def _returns(trace: dict, op: dict, result) -> list[dict]:
         out = []
         ids = result["block_ids"]
         if len(ids) == 1:
+            hint = (" A position before the window comes back as the null block, <kbd>0</kbd>."
+                    if _sliding(trace) else "")
             out.append({"kind": "ids", "q": "returns", "answer": ids[0], "why": why, "label": "the cached blocks found",
-                        "prompt": f"Which cached blocks does {call} find? (<kbd>none</kbd> if it finds none)"})
+                        "prompt": f"Which cached blocks does {call} find, in order? (<kbd>none</kbd> if it finds "
+                                  f"none){hint}"})
         out.append({"kind": "int", "q": "hit", "answer": result["num_computed_tokens"], "why": why,
                     "label": "the hit length",
                     "prompt": f"How many tokens does {call} find already computed (the hit length)?"})
@@ -67,66 +82,104 @@ def _returns(trace: dict, op: dict, result) -> list[dict]:
     if name == "num_cached_tokens":
         return [{"kind": "int", "q": "hit", "answer": result, "why": why, "label": "the cached tokens",
                  "prompt": f"How many of the sequence's tokens does {call} count as cached (the hit length)?"}]
+    if name == "append_slots" and result is not None and shared:  # V0: the copy-on-write pairs for the worker
+        pairs = [b for pair in result for b in pair]
+        return [{"kind": "ids", "q": "returns", "answer": pairs, "why": _kind_note(trace, "copies"),
+                 "label": "the copy-on-write copies",
+                 "prompt": f"Which block does {call} copy, and into which? (source, destination for each "
+                           "copy; <kbd>none</kbd> if it copies nothing)"}]
     if name in ("block_table", "common_computed"):
         return [{"kind": "ids", "q": "returns", "answer": list(result), "why": why, "label": "the returned blocks",
                  "prompt": f"Which block ids does {call} return? (<kbd>none</kbd> if none)"}]
     return []
 
 
-def _table(trace: dict, op: dict, before: dict, after: dict, returned: list | None) -> list[dict]:
+def _table(trace: dict, steps: list[dict], k: int, returned: list | None) -> list[dict]:
     """The first block table (single-group) that the op changed in a way its return value does not
     already say (V0's allocations and appends; V1's blocks released behind a sliding window)."""
+    op, before, after = steps[k]["op"], steps[k - 1]["state"], steps[k]["state"]
     old = {row[0]: row[1] for row in before["tables"]}
     for row in after["tables"]:
         name, groups = row[0], row[1]
         was = old.get(name)
         if was == groups or len(groups) != 1 or not groups[0]:
             continue
-        if returned is not None and was is not None and was[0] + returned == groups[0]:
-            continue  # the new blocks were appended: the "returns" question asks exactly that
+        if returned is not None and was is not None:
+            adopted = _hit_list(steps, k, op["req"]) if op["op"] == "allocate_slots" and op.get("use_hit") and not was[0] else []
+            if was[0] + adopted + returned == groups[0]:
+                continue  # the hit adopted, the new blocks appended: the other questions ask exactly that
         v1 = trace["semantics"] == "v1"
-        hint = (" (a block released behind the sliding window reads as the null block, <kbd>0</kbd>)"
-                if v1 and any(g.get("kind") == "sliding" for g in trace["config"].get("groups", [])) else "")
+        hint = (" (a position outside the window, released or skipped by a hit, reads as the null block, <kbd>0</kbd>)"
+                if _sliding(trace) else "")
         who = "request" if v1 else "sequence"
-        return [{"kind": "ids", "q": "table", "answer": groups[0], "why": _op_note(trace, op),
+        released = v1 and groups[0].count(0) > (was[0].count(0) if was else 0)
+        why = _kind_note(trace, note_kind(trace, steps, k, "table", released=released))
+        return [{"kind": "ids", "q": "table", "answer": groups[0], "why": why or _op_note(trace, op),
                  "label": f"{who} {name}'s block table",
                  "prompt": f"Which blocks does {who} <code>{escape(str(name))}</code>'s block table hold now, "
                            f"in order?{hint}"}]
     return []
 
 
-def _free_head(trace: dict, before: dict, after: dict) -> list[dict]:
+def _free_head(trace: dict, steps: list[dict], k: int) -> list[dict]:
+    before, after = steps[k - 1]["state"], steps[k]["state"]
     if before["free"][:1] == after["free"][:1]:
         return []
     return [{"kind": "block", "q": "free_head", "answer": after["free"][0] if after["free"] else None,
-             "why": _kind_note(trace, "free_head"), "label": "the head of the free queue",
+             "why": _kind_note(trace, note_kind(trace, steps, k, "free_head")), "label": "the head of the free queue",
              "prompt": "Which block is now at the head of the free queue, the next one an allocation "
                        "takes? (<kbd>none</kbd> if the queue is empty)"}]
 
 
-def _hit_blocks(steps: list[dict], k: int, req: str) -> set[int]:
-    """The blocks request ``req``'s latest ``get_computed_blocks`` before step ``k`` answered."""
+def _hit_list(steps: list[dict], k: int, req: str) -> list[int]:
+    """The blocks (first group) request ``req``'s latest ``get_computed_blocks`` before step ``k``
+    answered, in order."""
     for step in reversed(steps[:k]):
         op, out = step["op"], step["outcome"]
         if op is not None and op["op"] == "get_computed_blocks" and op.get("req") == req:
-            result = (out or {}).get("result") or {}
-            return {b for group in result.get("block_ids", []) for b in group}
-    return set()
+            groups = ((out or {}).get("result") or {}).get("block_ids") or [[]]
+            return list(groups[0])
+    return []
 
 
-def ref_change(trace: dict, steps: list[dict], k: int, block: str) -> str:
-    """Which step of op ``k`` changed ``block``'s reference count (a :data:`QUESTION_NOTES` kind).
+def note_kind(trace: dict, steps: list[dict], k: int, question: str, block: str | None = None,
+              released: bool = False) -> str:
+    """The :data:`~conformance.explorer.op_notes.QUESTION_NOTES` kind of the note that explains a
+    question about op ``k``: the step of the op that decided the answer. The rule covers what the
+    traces' managers do (full-attention and sliding-window groups); 0.33.0 changes counts in other
+    places too (Mamba groups, copy-on-write of a hit that ends mid-block, HiSparse), which no trace
+    reaches.
 
-    V1: a count falls only in ``free_blocks``; it rises in ``touch`` for a block of the request's
-    prefix hit that ``allocate_slots`` uses (or any block already held, which only a hit can
-    share), and in ``get_new_blocks`` otherwise. V0 has one note for every change."""
-    if trace["semantics"] != "v1":
-        return "ref"
-    op, before, after = steps[k]["op"], steps[k - 1]["state"], steps[k]["state"]
+    ``ref`` (``block``'s count). V1: a count falls in ``free_blocks``, called by ``allocate_slots``
+    only for blocks the window released (``ref_window``); it rises in ``touch`` for a block of the
+    request's prefix hit that ``allocate_slots`` adopts (or any block already held, which only a
+    hit can share), and in ``get_new_blocks`` otherwise. V0 without prefix caching: the fork, the
+    copy-on-write, the allocation or the free that changed it; otherwise the counter itself.
+    ``table``: V1 a table that gained null entries (``released``) was cut by the window; V0 an
+    allocation splits the tokens into blocks. ``free_head``: V1 a free or preemption orders the
+    queue by ``free_blocks``; anything else takes from its front."""
+    op = steps[k]["op"]
+    name = op["op"]
+    v1 = trace["semantics"] == "v1"
+    if question == "free_head":
+        return "free_head_freed" if v1 and name in ("free", "preempt") else "free_head"
+    if question == "table":
+        if v1:
+            return "table_window" if released and name == "allocate_slots" else "table"
+        return "table_allocate" if name == "allocate" else "table"
+    assert block is not None
+    before, after = steps[k - 1]["state"], steps[k]["state"]
     was, now = before["refs"].get(block, 0), after["refs"].get(block, 0)
+    if not v1:
+        if trace["config"].get("enable_caching"):
+            return "ref"
+        if name == "append_slots":
+            copied = {b for pair in steps[k]["outcome"].get("result") or [] for b in pair}
+            return "ref_cow" if int(block) in copied else "ref_allocate" if now > was else "ref"
+        return {"fork": "ref_fork", "allocate": "ref_allocate", "free": "ref_free"}.get(name, "ref")
     if now < was:
-        return "ref_free"
-    hit = op["op"] == "allocate_slots" and op.get("use_hit") and int(block) in _hit_blocks(steps, k, op["req"])
+        return "ref_window" if name == "allocate_slots" else "ref_free"
+    hit = name == "allocate_slots" and op.get("use_hit") and int(block) in _hit_list(steps, k, op["req"])
     return "ref_hit" if hit or was > 0 else "ref_new"
 
 
@@ -139,10 +192,17 @@ def _ref(trace: dict, steps: list[dict], k: int) -> list[dict]:
     if not changed:
         return []
     block = changed[0]
-    why = _kind_note(trace, ref_change(trace, steps, k, str(block)))
+    why = _kind_note(trace, note_kind(trace, steps, k, "ref", str(block)))
     return [{"kind": "int", "q": "ref", "answer": after["refs"].get(str(block), 0), "why": why,
              "label": f"block {block}'s reference count",
              "prompt": f"What is block {block}'s reference count now?"}]
+
+
+def _shares_a_block(steps: list[dict], k: int) -> bool:
+    """Whether op ``k``'s V0 sequence held a block with another sequence before the op."""
+    seq, before = steps[k]["op"].get("seq"), steps[k - 1]["state"]
+    table: list[int] = next((row[1][0] for row in before["tables"] if row[0] == str(seq)), [])
+    return any(before["refs"].get(str(b), 0) > 1 for b in table)
 
 
 def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
@@ -151,11 +211,12 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
     out = step["outcome"]
     if step["op"] is None or out is None or "result" not in out:
         return []  # the initial state, a refusal or a crash: nothing to predict but the refusal
-    before, after = steps[k - 1]["state"], step["state"]
-    found = _returns(trace, step["op"], out["result"])
+    found = _returns(trace, step["op"], out["result"], shared=_shares_a_block(steps, k))
     returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
-    found += _table(trace, step["op"], before, after, returned if isinstance(returned, list) else None)
-    found += _free_head(trace, before, after) + _ref(trace, steps, k)
+    if step["op"]["op"] == "append_slots":
+        returned = []  # V0's copies are not blocks of the table
+    found += _table(trace, steps, k, returned if isinstance(returned, list) else None)
+    found += _ref(trace, steps, k) + _free_head(trace, steps, k)
     return [{"id": f"s{k}-{q['q']}", "step": k, **q} for q in found[:MAX_PER_STEP]]
 
 

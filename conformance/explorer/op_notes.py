@@ -38,8 +38,10 @@ OP_NOTES: dict[str, dict[str, dict[str, list[str]]]] = {
                             _V1 + "kv_cache_utils.py#kv_cache_utils.hash_block_tokens"],
             "get_computed_blocks": [_V1 + "kv_cache_manager.py#kv_cache_manager.get_computed_blocks",
                                     _V1 + "kv_cache_coordinator.py#kv_cache_coordinator.unitary.find_longest_cache_hit",
-                                    _V1 + "single_type_kv_cache_manager.py#single_type_kv_cache_manager.full.find_longest_cache_hit"],
+                                    _V1 + "single_type_kv_cache_manager.py#single_type_kv_cache_manager.full.find_longest_cache_hit",
+                                    _V1 + "single_type_kv_cache_manager.py#single_type_kv_cache_manager.swa.find_longest_cache_hit"],
             "allocate_slots": [_V1 + "kv_cache_manager.py#kv_cache_manager.allocate_slots",
+                               _V1 + "kv_cache_manager.py#kv_cache_manager.allocate_slots.remove_skipped",
                                _V1 + "kv_cache_manager.py#kv_cache_manager.allocate_slots.capacity_check",
                                _V1 + "kv_cache_manager.py#kv_cache_manager.allocate_slots.adopt_and_allocate",
                                _V1 + "block_pool.py#block_pool.get_new_blocks",
@@ -114,11 +116,21 @@ OP_REFERENCE: dict[str, dict[str, str]] = {
 #: semantics -> question kind -> the note that explains that kind of answer.
 QUESTION_NOTES: dict[str, dict[str, str]] = {
     "v1": {"free_head": _V1 + "kv_cache_utils.py#kv_cache_utils.free_queue",
+           "free_head_freed": _V1 + "block_pool.py#block_pool.free_blocks",
            "ref_hit": _V1 + "block_pool.py#block_pool.touch",
            "ref_new": _V1 + "block_pool.py#block_pool.get_new_blocks",
-           "ref_free": _V1 + "block_pool.py#block_pool.free_blocks"},
+           "ref_free": _V1 + "block_pool.py#block_pool.free_blocks",
+           "ref_window": _V1 + "kv_cache_manager.py#kv_cache_manager.allocate_slots.remove_skipped",
+           "table_window": _V1 + "kv_cache_manager.py#kv_cache_manager.allocate_slots.remove_skipped",
+           "lookup_window": _V1 + "single_type_kv_cache_manager.py#single_type_kv_cache_manager.swa.find_longest_cache_hit"},
     "v0": {"free_head": _V0 + "block/naive_block.py#naive_block.allocate",
-           "ref": _V0 + "block/common.py#common.ref_counter"},
+           "ref": _V0 + "block/common.py#common.ref_counter",
+           "ref_fork": _V0 + "block/block_table.py#block_table.fork",
+           "ref_cow": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable",
+           "ref_allocate": _V0 + "block/naive_block.py#naive_block.allocate",
+           "ref_free": _V0 + "block/naive_block.py#naive_block.free",
+           "table_allocate": _V0 + "block/block_table.py#block_table.allocate",
+           "copies": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable"},
 }
 
 _TARGET = re.compile(r"^v(?P<version>[0-9]+\.[0-9]+\.[0-9]+)/(?P<path>[^#\s]+)#(?P<id>[a-z0-9_.-]+)$")

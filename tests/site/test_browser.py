@@ -601,7 +601,7 @@ def test_exercise_mode_checks_one_answer_right_and_one_wrong_on_desktop_and_phon
             # the answer is not on screen: the panel shows the state before the op
             assert page.locator(".tx-panel table.tx-tables tr").count() == 0
             ids = page.evaluate("() => Array.from(document.querySelectorAll('.tx-ex-q'), q => q.dataset.q)")
-            assert ids == [f"s{alloc}-table", f"s{alloc}-free_head", f"s{alloc}-ref"], ids
+            assert ids == [f"s{alloc}-table", f"s{alloc}-ref", f"s{alloc}-free_head"], ids
             block = int(page.locator(f".tx-ex-q[data-q='s{alloc}-ref'] .tx-ex-prompt").inner_text().split("block ")[1].split("'")[0])
             overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{name}: the question card is {overflow}px wider than the screen"

@@ -13,7 +13,7 @@ from conformance.adapters.reference_v0 import ReferenceV0System
 from conformance.adapters.reference_v1 import ReferenceV1System
 from conformance.configs import V0Config, V1Config
 from conformance.corpus import corpus
-from conformance.explorer.exercises import ref_change, trace_questions
+from conformance.explorer.exercises import note_kind, trace_questions
 from conformance.explorer.page import explorer_data, explorer_html, step_item
 from conformance.explorer.steps import matches, op_summary, replay, view_v1
 from docs.hooks.trace_explorer import EXERCISE_SETS, seed_questions
@@ -220,9 +220,23 @@ def test_a_reference_count_question_links_the_note_of_the_step_that_changed_the_
     steps = replay(trace)
     assert steps[7]["outcome"]["result"] == [[3]] and ["b", [[1, 2, 3]]] == steps[7]["state"]["tables"][0][:2]
     why = {q["step"]: q["why"].split("#")[1] for q in trace_questions(trace, steps) if q["q"] == "ref"}
-    assert why == {3: "block_pool.get_new_blocks", 4: "block_pool.free_blocks"}, why
-    # step 7 has more questions than a step shows: ask the rule
-    assert {b: ref_change(trace, steps, 7, b) for b in ("1", "2", "3")} == {"1": "ref_hit", "2": "ref_hit", "3": "ref_new"}
+    assert why == {3: "block_pool.get_new_blocks", 4: "block_pool.free_blocks", 7: "block_pool.touch"}, why
+    assert {b: note_kind(trace, steps, 7, "ref", b) for b in ("1", "2", "3")} == {
+        "1": "ref_hit", "2": "ref_hit", "3": "ref_new"}
+    # a block that get_new_blocks takes from the free queue and cache_blocks caches again under the
+    # same hash in the same step is new, not a hit, though its hash is the same before and after
+    again = {"semantics": "v1", "config": V1_CONFIG, "ops": [
+        {"op": "add_request", "req": "a", "tokens": list(range(12))},
+        {"op": "allocate_slots", "req": "a", "num_new_tokens": 12, "use_hit": False},
+        {"op": "free", "req": "a"},
+        {"op": "add_request", "req": "b", "tokens": list(range(12))},
+        {"op": "get_computed_blocks", "req": "b"},
+        {"op": "allocate_slots", "req": "b", "num_new_tokens": 4, "use_hit": True},
+    ]}
+    steps = replay(again)
+    taken = steps[6]["outcome"]["result"][0]
+    assert len(taken) == 1 and steps[5]["state"]["hashes"][str(taken[0])] == steps[6]["state"]["hashes"][str(taken[0])]
+    assert note_kind(again, steps, 6, "ref", str(taken[0])) == "ref_new"
 
 
 def test_no_reference_count_question_asks_about_the_null_block() -> None:
@@ -238,3 +252,33 @@ def test_no_reference_count_question_asks_about_the_null_block() -> None:
         assert asked and not any(label.startswith("block 0'") for label in asked), asked
         return
     pytest.fail("the null-count trace is missing from the corpus")
+
+
+def _set_questions(stem: str) -> tuple[dict, list[dict]]:
+    path = next(p for p in corpus() if p.stem == stem)
+    trace = json.loads(path.read_text())
+    return trace, trace_questions(trace, replay(trace))
+
+
+def test_a_sliding_window_lookup_question_names_the_null_block_and_its_note() -> None:
+    """Catches: a sliding-window lookup graded against a list with null blocks (0) while its prompt
+    asks only for "cached blocks", so a student who answers the one cached block is marked wrong,
+    and its link going to the full-attention lookup that this group does not run."""
+    _, questions = _set_questions("measured-sliding-window-null-count-v0.33.0")
+    lookups = [q for q in questions if q["q"] == "returns" and q["label"] == "the cached blocks found"
+               and 0 in q["answer"]]
+    assert lookups, "the trace no longer finds a hit with null blocks"
+    for q in lookups:
+        assert "null block" in q["prompt"], q
+        assert q["why"].endswith("#single_type_kv_cache_manager.swa.find_longest_cache_hit"), q
+
+
+def test_the_copy_on_write_set_asks_for_the_copy_and_links_the_fork_and_the_copy() -> None:
+    """Catches: the copy-on-write exercise promising "which block the child's append copies" but
+    asking no such question, and its fork and copy-on-write counts linking only the counter's data
+    structure, which explains neither."""
+    _, questions = _set_questions("fork-copy-on-write")
+    copies = [q for q in questions if q["label"] == "the copy-on-write copies"]
+    assert [q["answer"] for q in copies] == [[1, 2]], copies
+    refs = {q["step"]: q["why"].split("#")[1] for q in questions if q["q"] == "ref"}
+    assert "block_table.fork" in refs.values() and "naive_block.cow_block_if_not_appendable" in refs.values(), refs
