@@ -8,9 +8,10 @@ calls) and then replayed ``--repeats`` times by each side from fresh managers. T
 replay through the one harness (:mod:`benchmarks.harness`): interleaved, the clock read around
 each op's manager calls alone. Only the manager calls a scheduler makes are timed: the
 prefix-cache lookup with its ``allocate_slots``, ``free``, and appending a sampled token (which
-hashes any block it completes). The counters a scheduler updates after an allocation or a
-preemption, and building managers and request objects -- and with them hashing every prompt --
-are scheduler work, untimed on both sides alike. Operations per second count every op of the
+hashes any block it completes). The counters a scheduler updates after an allocation, and
+building managers and request objects -- and with them hashing every prompt -- are scheduler
+work, untimed on both sides alike; after a preemption vLLM's scheduler resets them untimed, while
+the reference's ``preempt`` resets them inside its timed call (two assignments). Operations per second count every op of the
 trace (a lookup plus its allocation is one op).
 
 After every replay the side's final books (live block tables, free-queue order, reference

@@ -64,6 +64,7 @@ def _returns(trace: dict, op: dict, result, shared: bool = False) -> list[dict]:
             answer = result[0]
         else:
             return []
+        why = _kind_note(trace, "new_blocks") or why  # the ids come from the free queue's front
         return [{"kind": "ids", "q": "returns", "answer": answer, "why": why, "label": "the new blocks",
                  "prompt": f"Which new block ids does {call} return? (<kbd>none</kbd> if no new block; <kbd>refused</kbd> if it cannot allocate)"}]
     if name == "get_computed_blocks":
@@ -104,15 +105,16 @@ def _table(trace: dict, steps: list[dict], k: int, returned: list | None) -> lis
         was = old.get(name)
         if was == groups or len(groups) != 1 or not groups[0]:
             continue
-        if returned is not None and was is not None:
-            adopted = _hit_list(steps, k, op["req"]) if op["op"] == "allocate_slots" and op.get("use_hit") and not was[0] else []
-            if was[0] + adopted + returned == groups[0]:
-                continue  # the hit adopted, the new blocks appended: the other questions ask exactly that
+        held = was[0] if was else []
+        adopted = (_hit_list(steps, k, op["req"]) if op["op"] == "allocate_slots" and op.get("use_hit")
+                   and not held else [])
+        if returned is not None and was is not None and held + adopted + returned == groups[0]:
+            continue  # the hit adopted, the new blocks appended: the other questions ask exactly that
         v1 = trace["semantics"] == "v1"
         hint = (" (a position outside the window, released or skipped by a hit, reads as the null block, <kbd>0</kbd>)"
                 if _sliding(trace) else "")
         who = "request" if v1 else "sequence"
-        released = v1 and groups[0].count(0) > (was[0].count(0) if was else 0)
+        released = v1 and groups[0].count(0) > (held + adopted).count(0)  # nulls the window's release made
         why = _kind_note(trace, note_kind(trace, steps, k, "table", released=released))
         return [{"kind": "ids", "q": "table", "answer": groups[0], "why": why or _op_note(trace, op),
                  "label": f"{who} {name}'s block table",
@@ -156,8 +158,10 @@ def note_kind(trace: dict, steps: list[dict], k: int, question: str, block: str 
     hit can share), and in ``get_new_blocks`` otherwise. V0 without prefix caching: the fork, the
     copy-on-write, the allocation or the free that changed it; otherwise the counter itself.
     ``table``: V1 a table that gained null entries (``released``) was cut by the window; V0 an
-    allocation splits the tokens into blocks. ``free_head``: V1 a free or preemption orders the
-    queue by ``free_blocks``; anything else takes from its front."""
+    allocation splits the tokens into blocks, an append grows the table or copies its shared last
+    block. ``free_head``: V1 a free or preemption orders the queue by ``free_blocks``; anything
+    else takes from its front. A kind that names no note (``table`` for any other table) leaves
+    the question with the op's own note."""
     op = steps[k]["op"]
     name = op["op"]
     v1 = trace["semantics"] == "v1"
@@ -166,6 +170,8 @@ def note_kind(trace: dict, steps: list[dict], k: int, question: str, block: str 
     if question == "table":
         if v1:
             return "table_window" if released and name == "allocate_slots" else "table"
+        if name == "append_slots":
+            return "table_copy" if steps[k]["outcome"].get("result") else "table_append"
         return "table_allocate" if name == "allocate" else "table"
     assert block is not None
     before, after = steps[k - 1]["state"], steps[k]["state"]

@@ -116,6 +116,7 @@ OP_REFERENCE: dict[str, dict[str, str]] = {
 #: semantics -> question kind -> the note that explains that kind of answer.
 QUESTION_NOTES: dict[str, dict[str, str]] = {
     "v1": {"free_head": _V1 + "kv_cache_utils.py#kv_cache_utils.free_queue",
+           "new_blocks": _V1 + "block_pool.py#block_pool.get_new_blocks",
            "free_head_freed": _V1 + "block_pool.py#block_pool.free_blocks",
            "ref_hit": _V1 + "block_pool.py#block_pool.touch",
            "ref_new": _V1 + "block_pool.py#block_pool.get_new_blocks",
@@ -126,11 +127,13 @@ QUESTION_NOTES: dict[str, dict[str, str]] = {
     "v0": {"free_head": _V0 + "block/naive_block.py#naive_block.allocate",
            "ref": _V0 + "block/common.py#common.ref_counter",
            "ref_fork": _V0 + "block/block_table.py#block_table.fork",
-           "ref_cow": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable",
+           "ref_cow": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable.copy",
            "ref_allocate": _V0 + "block/naive_block.py#naive_block.allocate",
            "ref_free": _V0 + "block/naive_block.py#naive_block.free",
-           "table_allocate": _V0 + "block/block_table.py#block_table.allocate",
-           "copies": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable"},
+           "table_allocate": _V0 + "block/block_table.py#block_table.allocate_blocks_for_token_ids",
+           "table_append": _V0 + "block/block_table.py#block_table.ensure_num_empty_slots",
+           "table_copy": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable.copy",
+           "copies": _V0 + "block/naive_block.py#naive_block.cow_block_if_not_appendable.copy"},
 }
 
 _TARGET = re.compile(r"^v(?P<version>[0-9]+\.[0-9]+\.[0-9]+)/(?P<path>[^#\s]+)#(?P<id>[a-z0-9_.-]+)$")

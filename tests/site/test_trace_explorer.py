@@ -281,4 +281,4 @@ def test_the_copy_on_write_set_asks_for_the_copy_and_links_the_fork_and_the_copy
     copies = [q for q in questions if q["label"] == "the copy-on-write copies"]
     assert [q["answer"] for q in copies] == [[1, 2]], copies
     refs = {q["step"]: q["why"].split("#")[1] for q in questions if q["q"] == "ref"}
-    assert "block_table.fork" in refs.values() and "naive_block.cow_block_if_not_appendable" in refs.values(), refs
+    assert "block_table.fork" in refs.values() and "naive_block.cow_block_if_not_appendable.copy" in refs.values(), refs
