@@ -64,7 +64,8 @@ def _returns(trace: dict, op: dict, result, shared: bool = False) -> list[dict]:
             answer = result[0]
         else:
             return []
-        why = _kind_note(trace, "new_blocks") or why  # the ids come from the free queue's front
+        # the ids come from the free queue's front; none when the table is already long enough
+        why = _kind_note(trace, "no_new_blocks" if answer == [] else "new_blocks") or why
         return [{"kind": "ids", "q": "returns", "answer": answer, "why": why, "label": "the new blocks",
                  "prompt": f"Which new block ids does {call} return? (<kbd>none</kbd> if no new block; <kbd>refused</kbd> if it cannot allocate)"}]
     if name == "get_computed_blocks":

@@ -117,6 +117,7 @@ OP_REFERENCE: dict[str, dict[str, str]] = {
 QUESTION_NOTES: dict[str, dict[str, str]] = {
     "v1": {"free_head": _V1 + "kv_cache_utils.py#kv_cache_utils.free_queue",
            "new_blocks": _V1 + "block_pool.py#block_pool.get_new_blocks",
+           "no_new_blocks": _V1 + "single_type_kv_cache_manager.py#single_type_kv_cache_manager.base.allocate_new_blocks.grow",
            "free_head_freed": _V1 + "block_pool.py#block_pool.free_blocks",
            "ref_hit": _V1 + "block_pool.py#block_pool.touch",
            "ref_new": _V1 + "block_pool.py#block_pool.get_new_blocks",
