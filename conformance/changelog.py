@@ -686,7 +686,7 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "paged_2d_rocm_check_bound_at_import", "0.10.1", False,
         "chunked_prefill_paged_decode imports the ROCm check at call time instead of at module load "
         "(the module-level import exists from 0.8.3 through 0.10.0; 0.8.0-0.8.2 lack it).",
-        "the check moved into the function with the attention-sinks change, which passes it sinks.",
+        "the import moved into the function with the attention-sinks change, which passes the check sinks.",
         "v0.10.1 vllm/attention/ops/chunked_prefill_paged_decode.py:298-299; before: "
         "v0.10.0 vllm/attention/ops/chunked_prefill_paged_decode.py:14"),
     Change(

@@ -50,9 +50,10 @@ def _sliding(trace: dict) -> bool:
     return trace["semantics"] == "v1" and any(g.get("kind") == "sliding" for g in trace["config"].get("groups", []))
 
 
-def _returns(trace: dict, op: dict, result, shared: bool = False) -> list[dict]:
+def _returns(trace: dict, op: dict, result, shared: bool = False, hit: bool = False) -> list[dict]:
     """Questions on what the op itself returns (V0's copies only where the sequence shares a
-    block, ``shared``, so that a copy could happen)."""
+    block, ``shared``, so that a copy could happen; ``hit``: the allocation adopts a prefix hit
+    first, which decides how many blocks are new)."""
     name, call = op["op"], f"<code>{escape(op_summary(op))}</code>"
     why = _op_note(trace, op)
     if name == "get_computed_blocks" and _sliding(trace):
@@ -64,8 +65,10 @@ def _returns(trace: dict, op: dict, result, shared: bool = False) -> list[dict]:
             answer = result[0]
         else:
             return []
-        # the ids come from the free queue's front; none when the table is already long enough
-        why = _kind_note(trace, "no_new_blocks" if answer == [] else "new_blocks") or why
+        # the ids come from the free queue's front, after a hit is adopted; none when the table is
+        # already long enough
+        kind = "no_new_blocks" if answer == [] else "new_blocks_after_hit" if hit else "new_blocks"
+        why = _kind_note(trace, kind) or why
         return [{"kind": "ids", "q": "returns", "answer": answer, "why": why, "label": "the new blocks",
                  "prompt": f"Which new block ids does {call} return? (<kbd>none</kbd> if no new block; <kbd>refused</kbd> if it cannot allocate)"}]
     if name == "get_computed_blocks":
@@ -218,7 +221,9 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
     out = step["outcome"]
     if step["op"] is None or out is None or "result" not in out:
         return []  # the initial state, a refusal or a crash: nothing to predict but the refusal
-    found = _returns(trace, step["op"], out["result"], shared=_shares_a_block(steps, k))
+    op = step["op"]
+    hit = op["op"] == "allocate_slots" and bool(op.get("use_hit")) and bool(_hit_list(steps, k, op["req"]))
+    found = _returns(trace, op, out["result"], shared=_shares_a_block(steps, k), hit=hit)
     returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
     if step["op"]["op"] == "append_slots":
         returned = []  # V0's copies are not blocks of the table
