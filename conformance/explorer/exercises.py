@@ -115,8 +115,8 @@ def _table(trace: dict, steps: list[dict], k: int, returned: list | None) -> lis
         if returned is not None and was is not None and held + adopted + returned == groups[0]:
             continue  # the hit adopted, the new blocks appended: the other questions ask exactly that
         v1 = trace["semantics"] == "v1"
-        hint = (" (a position outside the window, released or skipped by a hit, reads as the null block, <kbd>0</kbd>)"
-                if _sliding(trace) else "")
+        hint = (" (a position outside the window, released or skipped by a hit, reads as the null block, <kbd>0</kbd>;"
+                " the trace has no step in flight)" if _sliding(trace) else "")
         who = "request" if v1 else "sequence"
         released = v1 and groups[0].count(0) > (held + adopted).count(0)  # nulls the window's release made
         why = _kind_note(trace, note_kind(trace, steps, k, "table", released=released))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU lane, one prepared script: build (or load) vLLM v0.10.2's CUDA kernels, check them
-# against the reference on the GPU, run a quick decode-kernel sweep, print one summary line and
-# write conformance/gpu/reports/gpu-lane.json (the site's Conformance and Performance pages show it).
+# against the reference on the GPU, run a quick decode-kernel sweep (printing its progress, table
+# and targets), end with one summary line and write conformance/gpu/reports/gpu-lane.json (the
+# site's Conformance and Performance pages show it).
 #
 #   bash conformance/gpu/run.sh [--mode auto|vllm|build] [--csrc PATH] [--bench-full] [--skip-bench]
 #                               [--budget-s 480] [--out PATH]
