@@ -12,7 +12,9 @@ forward pass advances the computed count, the sampler appends a token, a fork de
 vLLM's ``Sequence``/``SequenceGroup`` (built by the conformance adapter's public API) and the
 reference's ``SeqView`` values (one growing token list per sequence, as vLLM's ``Sequence``
 keeps; both kept by the one V0 sequence model, :mod:`conformance.adapters.v0_sequences`) -- are
-made outside the timed calls. Operations per second count manager calls.
+made outside the timed calls. Operations per second count the trace's timed operations: each
+is one manager call, except ``scheduled``, a sequence's ``get_block_table`` and
+``access_all_blocks_in_seq`` together.
 
 Every answer a side gives (allocation status, copy-on-write and swap pairs, common computed
 blocks) is checked against the recorded one, untimed, and after each replay the whole ledger
@@ -272,11 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"timings on a shared machine are noisy: read the medians")
     results, profiles = run_traces(
         lambda name: make_v0_trace(name, args.requests, args.seed), names, sides, args.repeats, OP_NAMES,
-        lambda t: (f"{t.num_timed_ops} manager calls, {t.num_seqs} seqs, caching "
+        lambda t: (f"{t.num_timed_ops} timed ops, {t.num_seqs} seqs, caching "
                    f"{'on' if t.enable_caching else 'off'}"), args.profile)
     print()
     print(format_table(results, labels))
-    print("kops/s: thousands of manager calls per CPU second of the replaying thread (calls alone, clock cost"
+    print("kops/s: thousands of timed trace ops per CPU second of the replaying thread (calls alone, clock cost"
           " removed), over the repeats."
           + (" ref/vllm: per-repeat throughput ratio (> 1: the reference is faster); best/best: ratio"
              " of each side's fastest replay." if len(labels) == 2 else ""))
@@ -288,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def json_report(results: Sequence[TraceResult], labels: Sequence[str], found: str, args) -> BlockManagerReport:
-    """The run's report, as ``--json`` writes it (a trace's count is its manager calls)."""
+    """The run's report, as ``--json`` writes it (a trace's count is its timed operations)."""
     return BlockManagerReport(found=found, sides=list(labels), repeats=args.repeats, requests=args.requests,
                               seed=args.seed, python=platform.python_version(),
                               traces=trace_entries(results, labels), count_key="num_calls")

@@ -121,7 +121,8 @@ def prefix_caching() -> str:
     ideal = prefix_caching_saving(m, SHARED_REQUESTS, SHARED_PREFIX, 1)
     tail = s.prefix_tokens - s.shared_tokens
     return f"""\
-**What is shareable.** Prefix caching hashes *full* blocks only. {s.prefix_tokens} tokens in
+**What is shareable.** Prefix caching hashes *full* blocks only (in V0, and in V1 for a model with
+one KV-cache group, as LLaMA-13B is). {s.prefix_tokens} tokens in
 {s.block_size}-token blocks are {s.shared_tokens // s.block_size} full blocks ({s.shared_tokens} tokens)
 plus a partial block of {tail} tokens, which every request computes and stores for itself.
 The first request computes the {s.shared_tokens} shared tokens; the other {s.requests - 1} reuse them:
@@ -134,7 +135,9 @@ another never hold their copies at once). (Were sharing possible at
 token granularity the figure would be {ideal.saved_kv_bytes / GIB:.2f} GiB; the block rounding costs
 {(ideal.saved_kv_bytes - s.saved_kv_bytes) / GIB:.2f} GiB here.)
 
-**Prefill compute saved.** The weight matrices cost about 2 FLOPs per parameter per token:
+**Prefill compute saved.** The weight matrices cost about 2 FLOPs per parameter per token (counting
+the LM head, which prefill runs only at a request's last position, so this overstates it by a few
+percent):
 2 × {m.parameters:.3g} × {_n(s.saved_tokens)} ≈ **{s.saved_linear_flops:.3e} FLOPs**. Attention over
 the shared prefix adds 4 × hidden ({m.hidden}) × layers ({m.layers}) × {_n(full_causal_pairs(s.shared_tokens))}
 causal pairs per request, {s.saved_attention_flops:.3e} FLOPs for the {s.requests - 1} requests —
@@ -165,7 +168,8 @@ the same entry is re-read, so we count per {BLOCK_SIZE} tokens under four assump
 {rows}
 
 **Reading.** Even the pessimistic row, where every head re-reads the entry in both its key and
-value loops, adds {100 * worst:.2f}%; with any reuse the indirection is invisible next to
+value loops, adds {100 * worst:.2f}% counting 4-byte reads (a read moves at least a 32-byte sector
+from memory, so up to 8 times that where no read is shared); with any reuse the indirection is invisible next to
 the KV traffic. The often-quoted "~0.0005%" is one int32 against one token's full KV
 (4 / {_n(kv_bytes_per_token(m))} = {100 * naive:.5f}%). It forgets that one entry serves {BLOCK_SIZE}
 tokens, which alone would make it {BLOCK_SIZE}× smaller, and it silently assumes a single read for
