@@ -242,7 +242,7 @@
     panel.appendChild(head);
     var links = opLinks(data, k);
     if (links) panel.appendChild(links);
-    if (step.expect) panel.appendChild(el("p", "tx-expect", "vLLM's test pins: " + JSON.stringify(step.expect)));
+    if (step.expect) panel.appendChild(el("p", "tx-expect", "vLLM's pinned values: " + JSON.stringify(step.expect)));
     var line = eventsLine(ev);
     if (line) panel.appendChild(line);
     var div = divergenceView(data, k);
