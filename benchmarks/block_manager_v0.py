@@ -6,7 +6,7 @@
 The V0 companion of :mod:`benchmarks.block_manager`, measured by the same harness
 (:mod:`benchmarks.harness`): each trace of :mod:`benchmarks.traces_v0` is recorded once and
 replayed ``--repeats`` times by each side from fresh managers, interleaved, the clock read around
-each manager call alone. The V0 scheduler changes its sequence objects between manager calls (the
+each timed operation's manager calls alone. The V0 scheduler changes its sequence objects between manager calls (the
 forward pass advances the computed count, the sampler appends a token, a fork deep-copies a
 ``Sequence``); that is scheduler work, not page management, and untimed. All sequence objects --
 vLLM's ``Sequence``/``SequenceGroup`` (built by the conformance adapter's public API) and the

@@ -142,7 +142,7 @@ class Spread:
 
 
 # -- block-manager reports ------------------------------------------------------------------------
-COUNT_KEYS = ("num_ops", "num_calls")  # what a trace's count counts: V1 trace ops, V0 manager calls
+COUNT_KEYS = ("num_ops", "num_calls")  # what a trace's count counts: V1 trace ops, V0 timed ops (each one manager call but `scheduled`, two)
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class TraceEntry:
     """One trace of a block-manager report: its counts, timings per side and the ratios."""
 
     name: str
-    num_ops: int  # trace ops (V1) or manager calls (V0): see BlockManagerReport.count_key
+    num_ops: int  # trace ops (V1) or timed ops (V0, `scheduled` being two manager calls): see BlockManagerReport.count_key
     counts: dict[str, int] = field(default_factory=dict)  # op kind -> ops in the trace
     problems: list[str] = field(default_factory=list)  # why the sides' replays differed (empty: same)
     cpu_seconds: dict[str, list[float]] = field(default_factory=dict)  # side -> per repeat

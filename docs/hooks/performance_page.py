@@ -72,7 +72,7 @@ BENCHES = (
           "benchmarks.block_manager", V0_RELEASE, "ops"),
     Bench(f"block_manager_v0-vllm-{V0_RELEASE}.json",
           f"V0 block manager: reference vs vLLM {V0_RELEASE} `SelfAttnBlockSpaceManager`",
-          "benchmarks.block_manager_v0", V0_RELEASE, "manager calls", untimed=("step",)),
+          "benchmarks.block_manager_v0", V0_RELEASE, "timed ops", untimed=("step",)),
 )
 
 

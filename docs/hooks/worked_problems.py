@@ -136,8 +136,8 @@ token granularity the figure would be {ideal.saved_kv_bytes / GIB:.2f} GiB; the 
 {(ideal.saved_kv_bytes - s.saved_kv_bytes) / GIB:.2f} GiB here.)
 
 **Prefill compute saved.** The weight matrices cost about 2 FLOPs per parameter per token (counting
-the LM head, which prefill runs only at a request's last position, so this overstates it by a few
-percent):
+the input embedding table, a lookup that costs no FLOPs, and the LM head, which prefill runs only at
+a request's last position, so this overstates it by a few percent):
 2 × {m.parameters:.3g} × {_n(s.saved_tokens)} ≈ **{s.saved_linear_flops:.3e} FLOPs**. Attention over
 the shared prefix adds 4 × hidden ({m.hidden}) × layers ({m.layers}) × {_n(full_causal_pairs(s.shared_tokens))}
 causal pairs per request, {s.saved_attention_flops:.3e} FLOPs for the {s.requests - 1} requests —

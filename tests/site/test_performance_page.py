@@ -116,7 +116,7 @@ def test_the_benchmarks_own_json_writers_render_as_they_computed(tmp_path):
         assert row[5] == f"{harness.best_ratio(result, 'reference', 'vllm'):.2f}"
         assert "Not measured" not in section(md, bench) and "Not a comparison" not in section(md, bench)
     v0_md = section(md, V0_0102)
-    assert "| trace | manager calls |" in v0_md and "step 77 (untimed, not counted)" in v0_md
+    assert "| trace | timed ops |" in v0_md and "step 77 (untimed, not counted)" in v0_md
     assert "Reference policy `v0.10.2`" in section(md, V1_0102)
 
 
