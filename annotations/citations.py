@@ -92,8 +92,6 @@ class Citation:
 NO_RELEASE = ""
 
 
-
-
 def unfenced_lines(text: str) -> Iterator[tuple[int, str]]:
     """Each line of Markdown ``text`` outside fenced code, with its 1-based number (the fence lines
     themselves are skipped too)."""

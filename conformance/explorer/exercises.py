@@ -223,9 +223,10 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
         return []  # the initial state, a refusal or a crash: nothing to predict but the refusal
     op = step["op"]
     hit = op["op"] == "allocate_slots" and bool(op.get("use_hit")) and bool(_hit_list(steps, k, op["req"]))
-    found = _returns(trace, op, out["result"], shared=_shares_a_block(steps, k), hit=hit)
+    shared = op["op"] == "append_slots" and _shares_a_block(steps, k)
+    found = _returns(trace, op, out["result"], shared=shared, hit=hit)
     returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
-    if step["op"]["op"] == "append_slots":
+    if op["op"] == "append_slots":
         returned = []  # V0's copies are not blocks of the table
     found += _table(trace, steps, k, returned if isinstance(returned, list) else None)
     found += _ref(trace, steps, k) + _free_head(trace, steps, k)
