@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotations.model import FENCE, UNSTAMPED_HASH, range_hash, upstream_lines
+from annotations.model import UNSTAMPED_HASH, fenced_lines, range_hash, upstream_lines
 from upstream.releases import V1_RELEASE
 
 Reader = Callable[[str, str], bytes]  # (version, upstream path) -> bytes
@@ -95,11 +95,8 @@ NO_RELEASE = ""
 def unfenced_lines(text: str) -> Iterator[tuple[int, str]]:
     """Each line of Markdown ``text`` outside fenced code, with its 1-based number (the fence lines
     themselves are skipped too)."""
-    inside = False
-    for number, line in enumerate(text.split("\n"), start=1):
-        if FENCE.match(line):
-            inside = not inside
-        elif not inside:
+    for number, (line, fenced) in enumerate(fenced_lines(text.split("\n")), start=1):
+        if not fenced:
             yield number, line
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +52,17 @@ _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: A ``see`` target: ``<version>/<upstream path>#<note id>``, version with a leading ``v``.
 SEE_TARGET = re.compile(r"^v(?P<version>[0-9]+\.[0-9]+\.[0-9]+)/(?P<path>[^#\s]+)#(?P<id>" + NOTE_ID + r")$")
+
+
+def fenced_lines(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """Each Markdown line with whether it is fenced code: a fence line itself or a line between two."""
+    inside = False
+    for line in lines:
+        if FENCE.match(line):
+            inside = not inside
+            yield line, True
+        else:
+            yield line, inside
 
 
 class AnnotationFormatError(ValueError):
@@ -216,16 +227,13 @@ def _split_links(
     link_lines: dict[str, list[int]] = {kind: [] for kind in LINK_KINDS}
     prose: list[str] = []
     first_link: int | None = None
-    in_fence = False
     last_kind: str | None = None
-    for offset, text in enumerate(body_lines):
+    for offset, (text, fenced) in enumerate(fenced_lines(body_lines)):
         line_no = heading_line + 1 + offset
-        if FENCE.match(text):
-            in_fence = not in_fence
         if last_kind in ("reach", "later") and text.startswith("  ") and text.strip():
             links[last_kind][-1] += " " + text.strip()
             continue
-        match = None if in_fence else _LINK.match(text)
+        match = None if fenced else _LINK.match(text)
         kind = match["kind"] if match else None
         last_kind = kind
         if kind in LINK_KINDS:
@@ -270,12 +278,8 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
     serving = _expand_includes(path, header, lines, definitions, "serving")
     header_routes = _header_routes(path, header, lines, definitions)
     headings: list[tuple[int, re.Match[str]]] = []
-    in_fence = False
-    for index in range(body_start, len(lines)):
-        line = lines[index]
-        if FENCE.match(line):
-            in_fence = not in_fence
-        if in_fence or not line.startswith("## "):
+    for index, (line, fenced) in enumerate(fenced_lines(lines[body_start:]), start=body_start):
+        if fenced or not line.startswith("## "):
             continue
         match = _HEADING.match(line.rstrip())
         if not match:

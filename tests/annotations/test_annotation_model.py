@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from annotation_toy import TOY_NOTES, NoteSpec
 
-from annotations.model import AnnotationFormatError, parse, parse_text, upstream_lines
+from annotations.model import AnnotationFormatError, fenced_lines, parse, parse_text, upstream_lines
 
 
 def _error(toy, text: str) -> AnnotationFormatError:
@@ -60,6 +60,16 @@ def test_malformed_headings_raise_with_line(toy, bad_heading, why):
     error = _error(toy, text)
     assert why in error.message
     assert error.line == text.split("\n").index(bad_heading) + 1
+
+
+def test_fenced_lines_marks_both_fence_lines_and_the_code_between():
+    """Catches: the one fence walker every parser and check uses treating a closing fence line, a
+    tilde fence or a fence indented by up to three spaces as prose (its text then read for links,
+    headings or citations), or a line indented four spaces as a fence."""
+    lines = ["prose", "```python", "## `x` L1 · 000000000000", "```", "after", "   ~~~", "- ref: y", "~~~",
+             "    ```", "end"]
+    assert [fenced for _, fenced in fenced_lines(lines)] == [False, True, True, True, False, True, True, True,
+                                                             False, False]
 
 
 def test_heading_inside_a_code_fence_is_prose(toy):
