@@ -4,16 +4,17 @@
 verdict of every conformance property inside that release's own environment, the project commit it
 ran at and how its environment was built. The page shows one row per release (its properties
 grouped: block managers, then the trace corpus, then the Triton kernels, the CUDA kernels and the
-CPU build's kernels; a group none of whose properties applies is one mark), whether each run is
-older than the last change to the code of the reference or the harness (docstrings and comments
-aside, ``code_changes``; asked of git at build time; "unknown" without git), and the change-log
-entries first seen at that release; then each release's details; then the change log itself (the
-first release of each change, what changed, why, the upstream lines and the annotation notes that
-discuss it). Verdict marks are inline SVG (Material Design icons from mkdocs-material), so they
-render without an emoji font. A second marker renders the V0 liveness per release measured by the
-annotations' reach probe (``annotations/v0-liveness.json``, read by ``annotations.liveness``): per
-release and configuration, what the V0 engine step reached (preemptions, forks, copies, swaps, how
-the run ended), then where a mechanism starts or stops being reached.
+CPU build's kernels; a group whose recorded properties are all not applicable is one mark, a group
+the run recorded none of an empty cell), whether each run is older than the last change to the code
+of the reference or the harness (docstrings and comments aside, ``code_changes``; asked of git at
+build time; "unknown" without git), and the change-log entries first seen at that release; then each
+release's details; then the change log itself (the first release of each change, what changed, why,
+the upstream lines and the annotation notes that discuss it). Verdict marks are inline SVG (Material
+Design icons from mkdocs-material), so they render without an emoji font. A second marker renders
+the V0 liveness per release measured by the annotations' reach probe
+(``annotations/v0-liveness.json``, read by ``annotations.liveness``): per release and configuration,
+what the V0 engine step reached (preemptions, forks, copies, swaps, how the run ended), then where a
+mechanism starts or stops being reached.
 """
 
 from __future__ import annotations
@@ -186,7 +187,9 @@ def grouped(names: list[str]) -> list[tuple[str, str, list[str]]]:
 
 
 def group_cell(entry: dict, names: list[str]) -> str:
-    """One mark per property of the group, in its order; one mark where none of its properties applies."""
+    """One mark per property of the group, in its order (a property the run did not record drawn as
+    not run); one mark where every recorded property is not applicable; an empty cell where the run
+    recorded none of them."""
     props = entry["properties"]
     present = [n for n in names if n in props]
     if not present:

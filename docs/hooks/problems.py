@@ -1,8 +1,9 @@
 """The arithmetic behind the worked problems, computed rather than typed.
 
-Every number on the worked-problems page comes from a function here, and the tests in
-``tests/site/test_worked_problems.py`` check these functions against brute-force counts and
-against the definitions (bytes really are 1024 to a KiB, every page really fits), so a slip in a
+Every number the worked-problems page derives comes from a function here, and the tests in
+``tests/site/test_worked_problems.py`` check these functions: the pair counts and the prefix saving
+against brute-force counts, the block run against the reference's classic cache shapes, the rest
+against their definitions (bytes really are 1024 to a KiB, every page really fits), so a slip in a
 formula cannot survive into the prose.
 
 Units: sizes are in bytes; ``KiB``/``MiB``/``GiB`` are powers of 1024, ``kB``/``GB`` powers of
@@ -51,6 +52,16 @@ def pages_that_fit(capacity_bytes: int, page_bytes: int) -> int:
     if page_bytes <= 0:
         raise ValueError(f"page size must be positive, got {page_bytes}")
     return capacity_bytes // page_bytes
+
+
+def weight_bytes(m: Model) -> int:
+    """The model's weights stored at the KV cache's element size (16-bit for LLaMA-13B)."""
+    return int(m.parameters) * m.dtype_bytes
+
+
+def parameters_in(capacity_bytes: int, dtype_bytes: int) -> float:
+    """How many parameters of ``dtype_bytes`` bytes each ``capacity_bytes`` holds."""
+    return capacity_bytes / dtype_bytes
 
 
 # --- sliding window ---------------------------------------------------------------------------
@@ -125,6 +136,13 @@ def prefix_caching_saving(m: Model, requests: int, prefix_tokens: int, block_siz
     )
 
 
+def seconds_at(flops: float, flops_per_second: float) -> float:
+    """Time to do ``flops`` at a sustained ``flops_per_second``."""
+    if flops_per_second <= 0:
+        raise ValueError(f"throughput must be positive, got {flops_per_second}")
+    return flops / flops_per_second
+
+
 # --- page-table overhead ----------------------------------------------------------------------
 
 
@@ -158,3 +176,15 @@ def lookup_overheads(m: Model, block_size: int, entry_bytes: int = 4) -> list[Lo
         LookupOverhead("read once per layer, shared by all heads through the cache", entry_bytes, layer_kv),
         LookupOverhead("read once per decode step for all layers", entry_bytes, step_kv),
     ]
+
+
+def entry_per_token_ratio(m: Model, entry_bytes: int = 4) -> float:
+    """One block-table entry against one token's whole KV: the often-quoted overhead, which counts
+    one read for all layers and heads and forgets that an entry serves a whole block."""
+    return entry_bytes / kv_bytes_per_token(m)
+
+
+def block_run_bytes(m: Model, block_size: int) -> int:
+    """Bytes one head's keys (or values) of one block take in the classic cache layout, where they
+    are contiguous: ``head_dim · bytes · block_size``."""
+    return m.head_dim * m.dtype_bytes * block_size

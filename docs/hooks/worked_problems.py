@@ -20,16 +20,22 @@ from docs.hooks.problems import (
     KIB,
     LLAMA_13B,
     MIB,
+    block_run_bytes,
     causal_window_ratio,
+    entry_per_token_ratio,
     full_causal_pairs,
     kv_bytes_per_page,
     kv_bytes_per_token,
     lookup_overheads,
     naive_window_ratio,
     pages_that_fit,
+    parameters_in,
     prefix_caching_saving,
+    seconds_at,
+    weight_bytes,
     window_causal_pairs,
 )
+from reference.attention.layouts import CLASSIC_BLOCK_SIZES
 
 PAGE = "worked-problems.md"
 MARKER = re.compile(r"^WORKED-PROBLEM:(?P<name>[a-z-]+)$", re.MULTILINE)
@@ -41,6 +47,9 @@ WINDOW_N = 32 * 1024
 WINDOW_W = 4096
 SHARED_REQUESTS = 100
 SHARED_PREFIX = 500
+THROUGHPUT_FLOPS = 300e12  # an assumed sustained throughput, for the prefill time saved
+TABLE_ENTRY_BYTES = 4  # one int32 block number
+SECTOR_BYTES = 32  # the least a read moves from GPU memory (one sector), assumed
 
 
 def _n(value: float, digits: int = 0) -> str:
@@ -55,7 +64,7 @@ def kv_capacity() -> str:
     capacity = CAPACITY_GIB * GIB
     pages = pages_that_fit(capacity, per_page)
     left = capacity - pages * per_page
-    weights = int(m.parameters) * m.dtype_bytes
+    weights = weight_bytes(m)
     gpu = GPU_GIB * GIB
     room = gpu - weights
     room_pages = pages_that_fit(room, per_page)
@@ -82,7 +91,7 @@ less than one page.
 {_n(weights)} bytes = {weights / GIB:.2f} GiB, so an {GPU_GIB} GiB GPU has at most
 {room / GIB:.2f} GiB left for the KV cache even before activations: {_n(room_pages)} pages, not
 {_n(pages)}. The statement's {CAPACITY_GIB} GiB leaves {GPU_GIB - CAPACITY_GIB} GiB for weights and activations,
-enough for at most {(gpu - capacity) / m.dtype_bytes / 1e9:.1f} × 10⁹ 16-bit parameters; the
+enough for at most {parameters_in(gpu - capacity, m.dtype_bytes) / 1e9:.1f} × 10⁹ 16-bit parameters; the
 [capacity page](capacity.md) budgets the 13B model's memory with its weights and a reserve.
 """
 
@@ -142,23 +151,25 @@ a request's last position, so this overstates it by a few percent):
 the shared prefix adds 4 × hidden ({m.hidden}) × layers ({m.layers}) × {_n(full_causal_pairs(s.shared_tokens))}
 causal pairs per request, {s.saved_attention_flops:.3e} FLOPs for the {s.requests - 1} requests —
 {100 * s.saved_attention_flops / s.saved_linear_flops:.1f}% on top, because a {s.shared_tokens}-token context is
-short next to the {m.hidden}-wide projections. At, say, 300 TFLOP/s of useful throughput the total is
-about {(s.saved_linear_flops + s.saved_attention_flops) / 300e12:.1f} s of GPU time not spent.
+short next to the {m.hidden}-wide projections. At, say, {THROUGHPUT_FLOPS / 1e12:g} TFLOP/s of useful throughput the total is
+about {seconds_at(s.saved_linear_flops + s.saved_attention_flops, THROUGHPUT_FLOPS):.1f} s of GPU time not spent.
 """
 
 
 def lookup_overhead() -> str:
     """The cost of reading the block table during decode, relative to the KV bytes read."""
     m = LLAMA_13B
-    overheads = lookup_overheads(m, BLOCK_SIZE)
+    overheads = lookup_overheads(m, BLOCK_SIZE, TABLE_ENTRY_BYTES)
     rows = "\n".join(
         f"| {o.assumption} | {o.table_bytes:g} | {_n(o.kv_bytes)} | {100 * o.ratio:.5f}% |" for o in overheads
     )
     worst = max(o.ratio for o in overheads)
-    naive = 4 / kv_bytes_per_token(m)
+    naive = entry_per_token_ratio(m, TABLE_ENTRY_BYTES)
+    run = block_run_bytes(m, BLOCK_SIZE)
+    sizes = CLASSIC_BLOCK_SIZES
     return f"""\
 **Set-up.** During decode, attention reads every cached key and value of the sequence once.
-Paging adds one indirection: for every {BLOCK_SIZE}-token block the kernel reads a 4-byte (int32)
+Paging adds one indirection: for every {BLOCK_SIZE}-token block the kernel reads a {TABLE_ENTRY_BYTES}-byte (int32)
 physical block number from the block table. Whether that read reaches memory depends on how often
 the same entry is re-read, so we count per {BLOCK_SIZE} tokens under four assumptions (LLaMA-13B,
 16-bit KV):
@@ -168,16 +179,15 @@ the same entry is re-read, so we count per {BLOCK_SIZE} tokens under four assump
 {rows}
 
 **Reading.** Even the pessimistic row, where every head re-reads the entry in both its key and
-value loops, adds {100 * worst:.2f}% counting 4-byte reads (a read moves at least a 32-byte sector
-from memory, so up to 8 times that where no read is shared); with any reuse the indirection is invisible next to
+value loops, adds {100 * worst:.2f}% counting {TABLE_ENTRY_BYTES}-byte reads (a read moves at least a {SECTOR_BYTES}-byte sector
+from memory, so up to {SECTOR_BYTES // TABLE_ENTRY_BYTES} times that where no read is shared); with any reuse the indirection is invisible next to
 the KV traffic. The often-quoted "~0.0005%" is one int32 against one token's full KV
-(4 / {_n(kv_bytes_per_token(m))} = {100 * naive:.5f}%). It forgets that one entry serves {BLOCK_SIZE}
+({TABLE_ENTRY_BYTES} / {_n(kv_bytes_per_token(m))} = {100 * naive:.5f}%). It forgets that one entry serves {BLOCK_SIZE}
 tokens, which alone would make it {BLOCK_SIZE}× smaller, and it silently assumes a single read for
 all layers and heads; the kernel's real reuse lies somewhere between the rows above. What paging really costs is not these bytes but the scattered access pattern —
-which is why a block holds several tokens ({BLOCK_SIZE} by default; the 0.10.2 CUDA kernels accept 8, 16
-or 32): in their cache layout a {BLOCK_SIZE}-token block is a contiguous {m.head_dim * m.dtype_bytes * BLOCK_SIZE:,}-byte run per head
-for K and another for V ({2 * m.head_dim * m.dtype_bytes * BLOCK_SIZE:,} bytes together), long enough
-for coalesced loads.
+which is why a block holds several tokens ({BLOCK_SIZE} by default; the 0.10.2 CUDA kernels accept
+{", ".join(map(str, sizes[:-1]))} or {sizes[-1]}): in their cache layout a {BLOCK_SIZE}-token block is a contiguous {run:,}-byte run per head
+for K and another for V ({2 * run:,} bytes together), long enough for coalesced loads.
 """
 
 

@@ -1,10 +1,14 @@
-"""The worked problems' arithmetic, checked against definitions and brute-force counts."""
+"""The worked problems' arithmetic, checked against definitions, brute-force counts and the
+reference's cache layout, and the problem statements against the inputs the solutions use."""
 
 from __future__ import annotations
 
 import re
+from math import prod
+from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,16 +19,24 @@ from docs.hooks.problems import (
     LLAMA_13B,
     MIB,
     Model,
+    block_run_bytes,
     causal_window_ratio,
+    entry_per_token_ratio,
     full_causal_pairs,
     kv_bytes_per_page,
     kv_bytes_per_token,
     lookup_overheads,
     naive_window_ratio,
     pages_that_fit,
+    parameters_in,
     prefix_caching_saving,
+    seconds_at,
+    weight_bytes,
     window_causal_pairs,
 )
+from reference.attention.layouts import CLASSIC_BLOCK_SIZES, classic_cache_shapes
+
+PAGE_FILE = Path(wp.__file__).parents[1] / wp.PAGE
 
 
 def brute_pairs(n: int, w: int | None) -> int:
@@ -143,6 +155,68 @@ def test_render_replaces_every_marker_and_rejects_unknown_ones() -> None:
 
 def test_page_markers_all_have_solutions() -> None:
     """Catches: docs/worked-problems.md naming a problem the hook cannot solve."""
-    text = (wp.__file__.rsplit("/hooks/", 1)[0] + "/worked-problems.md")
-    names = re.findall(r"^WORKED-PROBLEM:([a-z-]+)$", open(text, encoding="utf-8").read(), re.M)
+    names = re.findall(r"^WORKED-PROBLEM:([a-z-]+)$", PAGE_FILE.read_text(encoding="utf-8"), re.M)
     assert names and set(names) <= set(wp.SOLUTIONS)
+
+
+@given(models)
+def test_weights_and_the_parameters_they_hold_agree(m: Model) -> None:
+    """Catches: the premise paragraph's weight bytes or its "at most N parameters" using another
+    element size than the model's (or losing the parameter count to a unit slip)."""
+    assert weight_bytes(m) == int(m.parameters) * m.dtype_bytes
+    assert parameters_in(weight_bytes(m), m.dtype_bytes) == int(m.parameters)
+
+
+def test_premise_paragraph_shows_the_room_left_by_the_weights() -> None:
+    """Catches: the page's KV room on an 80 GiB GPU, or the pages in it, differing from the tested
+    functions (13e9 16-bit weights are 26e9 bytes, 24.21 GiB)."""
+    weights = weight_bytes(LLAMA_13B)
+    assert weights == 26 * 10**9
+    room = wp.GPU_GIB * GIB - weights
+    page = wp.kv_capacity()
+    assert f"{weights / GIB:.2f} GiB" in page and f"{room / GIB:.2f} GiB" in page
+    assert f"{pages_that_fit(room, kv_bytes_per_page(LLAMA_13B, wp.BLOCK_SIZE)):,} pages" in page
+
+
+@pytest.mark.parametrize("block_size", CLASSIC_BLOCK_SIZES)
+def test_block_run_is_one_heads_slice_of_the_classic_cache(block_size: int) -> None:
+    """Catches: the page's "contiguous run per head" disagreeing with the classic layout the V0
+    kernels read, where one block's keys (and values) of one head fill the trailing axes."""
+    key, value = classic_cache_shapes(1, LLAMA_13B.kv_heads, LLAMA_13B.head_dim, block_size, torch.float16)
+    assert prod(key[2:]) * 2 == prod(value[2:]) * 2 == block_run_bytes(LLAMA_13B, block_size)
+    if block_size == wp.BLOCK_SIZE:
+        run = block_run_bytes(LLAMA_13B, block_size)
+        assert f"contiguous {run:,}-byte run per head" in wp.lookup_overhead() and run == 4096
+
+
+def test_quoted_overhead_is_one_entry_against_one_tokens_kv() -> None:
+    """Catches: the page's account of the quoted "~0.0005%" computed differently from its own
+    table (one entry per token for all layers is the optimistic row times the block size)."""
+    quoted = entry_per_token_ratio(LLAMA_13B, wp.TABLE_ENTRY_BYTES)
+    optimistic = lookup_overheads(LLAMA_13B, wp.BLOCK_SIZE, wp.TABLE_ENTRY_BYTES)[-1].ratio
+    assert quoted == pytest.approx(wp.BLOCK_SIZE * optimistic)
+    assert f"{100 * quoted:.5f}%" in wp.lookup_overhead()
+
+
+def test_prefill_time_saved_is_the_flops_at_the_assumed_throughput() -> None:
+    """Catches: the seconds of GPU time on the page not following from the FLOPs it states, and a
+    zero throughput dividing by zero."""
+    s = prefix_caching_saving(LLAMA_13B, wp.SHARED_REQUESTS, wp.SHARED_PREFIX, wp.BLOCK_SIZE)
+    seconds = seconds_at(s.saved_linear_flops + s.saved_attention_flops, wp.THROUGHPUT_FLOPS)
+    assert seconds == pytest.approx((s.saved_linear_flops + s.saved_attention_flops) / 300e12)
+    assert f"about {seconds:.1f} s of GPU time" in wp.prefix_caching()
+    with pytest.raises(ValueError, match="throughput"):
+        seconds_at(1.0, 0.0)
+
+
+def test_page_states_the_inputs_the_solutions_use() -> None:
+    """Catches: a constant of the hook changed without the problem statement on the page (or the
+    statement without the constant), so a solution answers another question than the one asked."""
+    text = PAGE_FILE.read_text(encoding="utf-8")
+    for stated in (f"{wp.BLOCK_SIZE}-token page", f"{wp.CAPACITY_GIB} GiB left for the KV cache",
+                   f"on an {wp.GPU_GIB} GiB GPU", f"W = {wp.WINDOW_W}", f"N = {wp.WINDOW_N:,}",
+                   f"{wp.SHARED_REQUESTS} requests share a {wp.SHARED_PREFIX}-token",
+                   f"one int32 per {wp.BLOCK_SIZE} tokens", f"({wp.THROUGHPUT_FLOPS / 1e12:g} TFLOP/s)",
+                   f"a {wp.SECTOR_BYTES}-byte memory sector"):
+        assert stated in " ".join(text.split()), stated
+    assert wp.TABLE_ENTRY_BYTES == 4  # "int32" in the statement
