@@ -676,8 +676,10 @@ KERNEL_API_LOG: tuple[Change, ...] = (
         "v0.8.2 vllm/attention/ops/chunked_prefill_paged_decode.py:204-221"),
     Change(
         "min_block_size", "0.9.0", 1,
-        "the pinned Triton no longer asserts that both tl.dot operands have every dimension >= 16, "
-        "so kernel_paged_attention_2d builds for block size 8.",
+        "under the Triton interpreter, the pinned Triton no longer asserts that both tl.dot operands "
+        "have every dimension >= 16, so kernel_paged_attention_2d builds for block size 8 there (on a "
+        "GPU the NVIDIA backend still asks 16 of a 16-bit dot's dimensions: all of them in Triton 3.4, "
+        "the inner one, the block size in P @ V, in 3.8).",
         "vLLM 0.9.0 is the first release to pin torch 2.7.0, which brings Triton 3.3; 0.8.x pins "
         "torch 2.6.0, which brings Triton 3.2.",
         "v0.9.0 requirements/cuda.txt:9; before: v0.8.5.post1 requirements/cuda.txt:9, "

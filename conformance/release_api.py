@@ -117,11 +117,15 @@ class KernelApi:
     # ``unified_attention`` takes the split-K arguments (``seq_threshold_3D``,
     # ``num_par_softmax_segments`` and the three ``softmax_segm_*`` buffers).
     unified_split_k_args: bool
-    # The smallest KV block size the release's kernels can be built with. 16 where the release's
-    # pinned Triton (3.2, with torch 2.6: vLLM 0.8.x) asserts that both operands of ``tl.dot``
-    # have every dimension >= 16, and kernel_paged_attention_2d's ``tl.dot(Q, K)`` has the block
-    # size as its N (v0.8.5.post1 chunked_prefill_paged_decode.py:159): block size 8 cannot
-    # compile there, on a GPU or under the interpreter.
+    # The smallest KV block size the release's Triton kernels can be built with under the Triton
+    # interpreter, where this suite runs them. 16 where the release's pinned Triton (3.2, with
+    # torch 2.6: vLLM 0.8.x) asserts that both operands of ``tl.dot`` have every dimension >= 16,
+    # and kernel_paged_attention_2d's ``tl.dot(Q, K)`` has the block size as its N
+    # (v0.8.5.post1 chunked_prefill_paged_decode.py:159): block size 8 cannot compile there, on a
+    # GPU or under the interpreter. Later interpreters accept any size (their ``min_dot_size`` is (1, 1, 1)),
+    # but on a GPU the NVIDIA backend still bounds 16-bit dots (Triton 3.4, with vLLM 0.10.x: every
+    # dimension >= 16; Triton 3.8, with 0.33.0: the inner one, which is the block size in P @ V),
+    # so this field says nothing of GPU builds; the GPU lane uses block size 16.
     min_block_size: int
     # ``triton_reshape_and_cache_flash`` also writes the classic head-major 5-D cache (its
     # ``USE_HEAD_MAJOR_LAYOUT`` path, from 0.14.0). False (0.11 .. 0.13): it writes only the flash

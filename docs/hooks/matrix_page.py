@@ -187,9 +187,9 @@ def grouped(names: list[str]) -> list[tuple[str, str, list[str]]]:
 
 
 def group_cell(entry: dict, names: list[str]) -> str:
-    """One mark per property of the group, in its order (a property the run did not record drawn as
-    not run); one mark where every recorded property is not applicable; an empty cell where the run
-    recorded none of them."""
+    """One mark per property of the group, in its order (a property the run did not record gets the
+    not-applicable mark, titled "not run"); one mark where every recorded property is not
+    applicable; an empty cell where the run recorded none of them."""
     props = entry["properties"]
     present = [n for n in names if n in props]
     if not present:

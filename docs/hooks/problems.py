@@ -1,10 +1,11 @@
 """The arithmetic behind the worked problems, computed rather than typed.
 
 Every number the worked-problems page derives comes from a function here, and the tests in
-``tests/site/test_worked_problems.py`` check these functions: the pair counts and the prefix saving
-against brute-force counts, the block run against the reference's classic cache shapes, the rest
-against their definitions (bytes really are 1024 to a KiB, every page really fits), so a slip in a
-formula cannot survive into the prose.
+``tests/site/test_worked_problems.py`` check these functions: the pair counts, the window ratios
+and the prefix saving (tokens, bytes, linear and attention FLOPs) against brute-force counts, the
+block run against the reference's classic cache shapes, the rest against their definitions (bytes
+really are 1024 to a KiB, every page really fits), so a slip in one of these formulas fails a test
+before it reaches the prose.
 
 Units: sizes are in bytes; ``KiB``/``MiB``/``GiB`` are powers of 1024, ``kB``/``GB`` powers of
 1000. The model is LLaMA-13B as in the PagedAttention paper: 40 layers, 40 attention heads of

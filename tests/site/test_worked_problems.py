@@ -126,6 +126,27 @@ def test_prefix_saving_matches_a_block_by_block_simulation(requests: int, prefix
     assert s.saved_linear_flops == pytest.approx(2 * m.parameters * saved)
 
 
+@given(st.integers(1, 30), st.integers(0, 200), st.sampled_from([1, 4, 16]))
+def test_prefix_attention_flops_count_every_causal_pair_of_the_shared_blocks(requests: int, prefix: int,
+                                                                            block: int) -> None:
+    """Catches: the attention FLOPs saved by the other requests counted over the whole prefix
+    (the partial block included), without causality, or without the QK and PV halves."""
+    m = LLAMA_13B
+    shared = prefix // block * block
+    per_request = sum(4 * m.hidden * m.layers * (position + 1) for position in range(shared))
+    s = prefix_caching_saving(m, requests, prefix, block)
+    assert s.saved_attention_flops == pytest.approx((requests - 1) * per_request)
+
+
+@given(st.integers(1, 200), st.integers(1, 200))
+def test_naive_window_ratio_is_the_square_over_the_band(n: int, w: int) -> None:
+    """Catches: the page's naive ratio computed other than as N·N pairs over N·W, the count the
+    seed's "8× less" rests on (causality ignored on both sides)."""
+    square = sum(1 for _q in range(n) for _k in range(n))
+    band = sum(1 for _q in range(n) for _k in range(w))
+    assert naive_window_ratio(n, w) == pytest.approx(square / band)
+
+
 def test_prefix_page_states_the_block_rounding() -> None:
     """Catches: the page claiming all 500 prefix tokens are shared when only 496 fill blocks."""
     page = wp.prefix_caching()
@@ -165,6 +186,13 @@ def test_weights_and_the_parameters_they_hold_agree(m: Model) -> None:
     element size than the model's (or losing the parameter count to a unit slip)."""
     assert weight_bytes(m) == int(m.parameters) * m.dtype_bytes
     assert parameters_in(weight_bytes(m), m.dtype_bytes) == int(m.parameters)
+
+
+def test_premise_paragraph_counts_parameters_at_the_models_element_size() -> None:
+    """Catches: the premise paragraph's "at most N parameters" in the GiB the statement leaves
+    computed at another element size than the model's 16 bits (4 bytes would say 2.7, not 5.4)."""
+    left = (wp.GPU_GIB - wp.CAPACITY_GIB) * GIB
+    assert f"at most {parameters_in(left, LLAMA_13B.dtype_bytes) / 1e9:.1f} × 10⁹ 16-bit parameters" in wp.kv_capacity()
 
 
 def test_premise_paragraph_shows_the_room_left_by_the_weights() -> None:
@@ -220,3 +248,8 @@ def test_page_states_the_inputs_the_solutions_use() -> None:
                    f"a {wp.SECTOR_BYTES}-byte memory sector"):
         assert stated in " ".join(text.split()), stated
     assert wp.TABLE_ENTRY_BYTES == 4  # "int32" in the statement
+    m = LLAMA_13B
+    for stated in (f"{m.name} as in the PagedAttention paper ({m.layers} layers, {m.kv_heads} heads of dimension "
+                   f"{m.head_dim}, hidden size {m.hidden}, {8 * m.dtype_bytes}-bit KV cache, about "
+                   f"{m.parameters / 1e9:g} billion parameters)",):
+        assert stated in " ".join(text.split()), stated
