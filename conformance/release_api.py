@@ -123,7 +123,7 @@ class KernelApi:
     # and kernel_paged_attention_2d's ``tl.dot(Q, K)`` has the block size as its N
     # (v0.8.5.post1 chunked_prefill_paged_decode.py:159): block size 8 cannot compile there, on a
     # GPU or under the interpreter. Later interpreters accept any size (their ``min_dot_size`` is (1, 1, 1)),
-    # but on a GPU the NVIDIA backend still bounds 16-bit dots (Triton 3.4, with vLLM 0.10.x: every
+    # but on a GPU the NVIDIA backend still bounds 16-bit dots (Triton 3.4, with vLLM 0.10.2: every
     # dimension >= 16; Triton 3.8, with 0.33.0: the inner one, which is the block size in P @ V),
     # so this field says nothing of GPU builds; the GPU lane uses block size 16.
     min_block_size: int

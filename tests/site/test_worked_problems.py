@@ -94,6 +94,13 @@ def test_window_pairs_match_brute_force(n: int, w: int) -> None:
     assert window_causal_pairs(n, w) == brute_pairs(n, w)
 
 
+@given(st.integers(1, 60), st.integers(1, 70))
+def test_causal_window_ratio_is_the_brute_force_quotient(n: int, w: int) -> None:
+    """Catches: the page's causal ratio divided by another pair count than the window's (a window
+    one key wider, say), which the bounds test below would let through."""
+    assert causal_window_ratio(n, w) == pytest.approx(brute_pairs(n, None) / brute_pairs(n, w))
+
+
 @given(st.integers(2, 4000), st.integers(1, 4000))
 def test_causal_ratio_never_exceeds_naive_ratio_when_window_is_shorter(n: int, w: int) -> None:
     """Catches: claiming the naive N/W saving survives causality (it roughly halves for N >> W)."""
