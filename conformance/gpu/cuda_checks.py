@@ -18,7 +18,7 @@ from reference.attention.tolerances import assert_attention_close
 
 #: Configurations the launcher is built for, and that the GPU lane sweeps.
 HEAD_SIZES = (64, 128)
-BLOCK_SIZES = (16, 32)
+BLOCK_SIZES = (8, 16, 32)  # every block size vLLM 0.10.2's CUDA kernels are built for
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 PARTITION = 512
 
@@ -73,9 +73,21 @@ def check_paged_attention(ops, version: str, dtype, head_size: int, block_size: 
             "max_abs_diff_vs_reference": float((out.float() - ours.float()).abs().max())}
 
 
+def new_flash_hnd_cache(num_blocks: int, num_kv_heads: int, head_size: int, block_size: int,
+                        dtype: torch.dtype, device: str = "cuda") -> tuple[torch.Tensor, torch.Tensor]:
+    """A flash-layout cache pair whose memory is head-major: the ``[num_blocks, block_size, heads,
+    head_size]`` view of contiguous ``[num_blocks, heads, block_size, head_size]`` tensors, so the
+    head stride is ``block_size · head_size``, not ``head_size``, and vLLM's
+    ``reshape_and_cache_flash_kernel`` takes its per-head branch (v0.10.2 cache_kernels.cu:328-353)."""
+    shape = (num_blocks, num_kv_heads, block_size, head_size)
+    return tuple(torch.full(shape, float("nan"), dtype=dtype, device=device).permute(0, 2, 1, 3)
+                 for _ in range(2))  # type: ignore[return-value]
+
+
 def check_cache_write(ops, layout: str, dtype, head_size: int, block_size: int,
                       seed: int = 0) -> dict:
-    """vLLM CUDA reshape_and_cache(_flash) vs the reference Triton write vs the oracle, bitwise."""
+    """vLLM CUDA reshape_and_cache(_flash) vs the reference Triton write vs the oracle, bitwise.
+    ``layout``: "classic", "flash" (token-major) or "flash_hnd" (the flash view of head-major memory)."""
     gen = torch.Generator().manual_seed(seed)
     num_blocks, heads = 6, 2
     slots = torch.randperm(num_blocks * block_size, generator=gen)[:40]
@@ -83,7 +95,7 @@ def check_cache_write(ops, layout: str, dtype, head_size: int, block_size: int,
     key = torch.randn(len(slots), heads, head_size, generator=gen).to(dtype).cuda()
     value = torch.randn(len(slots), heads, head_size, generator=gen).to(dtype).cuda()
     slots = slots.cuda()
-    make = new_classic_cache if layout == "classic" else new_flash_cache
+    make = {"classic": new_classic_cache, "flash": new_flash_cache, "flash_hnd": new_flash_hnd_cache}[layout]
     caches = [make(num_blocks, heads, head_size, block_size, dtype, device="cuda")
               for _ in range(3)]
     k_scale, v_scale = _scales("cuda")
@@ -120,7 +132,7 @@ def configurations(seeds: int = 1) -> list[tuple[str, dict]]:
                             "version": version, "dtype": dtype, "head_size": head_size,
                             "block_size": block_size, "seed": seed,
                             "use_alibi": seed % 2 == 1 or version == "v2"}))
-                    for layout in ("classic", "flash"):
+                    for layout in ("classic", "flash", "flash_hnd"):
                         planned.append(("check_cache_write", {
                             "layout": layout, "dtype": dtype, "head_size": head_size,
                             "block_size": block_size, "seed": seed}))

@@ -5,7 +5,7 @@
 // block size, dtype and fp8 variant, which takes far too long on a borrowed GPU; this launcher
 // instantiates only the configurations the GPU lane tests:
 //
-//   head size 64 or 128  x  block size 16 or 32  x  fp32 / fp16 / bf16,  no fp8, no block-sparse.
+//   head size 64 or 128  x  block size 8, 16 or 32  x  fp32 / fp16 / bf16,  no fp8, no block-sparse.
 //
 // The Python signatures match vllm._custom_ops (paged_attention_v1/v2 with the block-sparse
 // arguments dropped; reshape_and_cache/_flash exactly), so the same checks drive either.
@@ -84,8 +84,8 @@ void launch_v2(torch::Tensor& out, torch::Tensor& exp_sums, torch::Tensor& max_l
   [&] {                                                                                     \
     const int hs = query.size(2);                                                           \
     TORCH_CHECK(hs == 64 || hs == 128, "launcher built for head sizes 64/128, got ", hs);   \
-    TORCH_CHECK(block_size == 16 || block_size == 32,                                       \
-                "launcher built for block sizes 16/32, got ", block_size);                  \
+    TORCH_CHECK(block_size == 8 || block_size == 16 || block_size == 32,                    \
+                "launcher built for block sizes 8/16/32, got ", block_size);                \
     auto dt = query.scalar_type();                                                          \
     if (dt == at::ScalarType::Float) return FN##_dt<float>(hs, block_size, __VA_ARGS__);    \
     if (dt == at::ScalarType::Half) return FN##_dt<uint16_t>(hs, block_size, __VA_ARGS__);  \
@@ -96,16 +96,20 @@ void launch_v2(torch::Tensor& out, torch::Tensor& exp_sums, torch::Tensor& max_l
 
 template <typename T, typename... Args>
 void launch_v1_dt(int hs, int bs, Args&&... args) {
+  if (hs == 64 && bs == 8) return launch_v1<T, 64, 8>(args...);
   if (hs == 64 && bs == 16) return launch_v1<T, 64, 16>(args...);
   if (hs == 64 && bs == 32) return launch_v1<T, 64, 32>(args...);
+  if (hs == 128 && bs == 8) return launch_v1<T, 128, 8>(args...);
   if (hs == 128 && bs == 16) return launch_v1<T, 128, 16>(args...);
   return launch_v1<T, 128, 32>(args...);
 }
 
 template <typename T, typename... Args>
 void launch_v2_dt(int hs, int bs, Args&&... args) {
+  if (hs == 64 && bs == 8) return launch_v2<T, 64, 8>(args...);
   if (hs == 64 && bs == 16) return launch_v2<T, 64, 16>(args...);
   if (hs == 64 && bs == 32) return launch_v2<T, 64, 32>(args...);
+  if (hs == 128 && bs == 8) return launch_v2<T, 128, 8>(args...);
   if (hs == 128 && bs == 16) return launch_v2<T, 128, 16>(args...);
   return launch_v2<T, 128, 32>(args...);
 }

@@ -190,15 +190,16 @@ def test_cuda_conformance_records_every_check_and_goes_on_after_a_failure(monkey
     monkeypatch.setattr(cc, "check_paged_attention", paged)
     monkeypatch.setattr(cc, "check_cache_write", cache)
     results = cc.sweep("OPS")
-    assert len(results) == len(cc.configurations()) == 3 * 2 * 2 * 4 == 48
+    assert len(results) == len(cc.configurations()) == 3 * 2 * 3 * 5 == 90
     failed = [r for r in results if not r["ok"]]
-    assert len(failed) == 3 * 2 and all(r["check"] == "paged_attention_v2" for r in failed)
+    assert len(failed) == 3 * 3 and all(r["check"] == "paged_attention_v2" for r in failed)
     assert failed[0]["error"] == "AssertionError: vLLM CUDA paged_attention_v2 differs"
     assert failed[0]["head_size"] == 64 and failed[0]["dtype"] == "torch.float16"
     assert {r["check"] for r in results} == {"paged_attention_v1", "paged_attention_v2",
                                              "reshape_and_cache_classic",
-                                             "reshape_and_cache_flash"}
-    assert len(cc.configurations(seeds=2)) == 96
+                                             "reshape_and_cache_flash", "reshape_and_cache_flash_hnd"}
+    assert {kwargs["block_size"] for _, kwargs in cc.configurations()} == {8, 16, 32}
+    assert len(cc.configurations(seeds=2)) == 180
 
 
 def test_ops_without_vllm_or_sources_say_what_to_pass(monkeypatch):

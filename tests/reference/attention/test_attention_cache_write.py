@@ -86,3 +86,21 @@ def test_flash_write_into_views_of_a_combined_cache():
     want = torch.full_like(combined, float("nan"))
     oracle.reshape_and_cache_flash_oracle(key, value, want[0], want[1], slots)
     assert torch.equal(bits(combined), bits(want))
+
+
+@pytest.mark.parametrize("block_size", [8, 16, 32])
+def test_flash_write_into_head_major_memory(block_size):
+    """Catches: the reference write assuming a token-major flash cache (head stride = head size):
+    the GPU lane's "flash_hnd" case hands vLLM's writer and the reference the flash view of
+    head-major memory, where a token's heads lie ``block_size · head_size`` elements apart."""
+    from conformance.gpu.cuda_checks import new_flash_hnd_cache
+
+    k_cache, v_cache = new_flash_hnd_cache(4, 2, 64, block_size, torch.float16, device="cpu")
+    assert k_cache.shape == (4, block_size, 2, 64) and k_cache.stride(2) == block_size * 64
+    want = [torch.full_like(c, float("nan")) for c in (k_cache, v_cache)]
+    gen = torch.Generator().manual_seed(block_size)
+    key, value = (torch.randn(7, 2, 64, generator=gen).half() for _ in range(2))
+    slots = torch.tensor([0, 1, block_size + 3, -1, 2 * block_size, 4 * block_size - 1, 5])
+    cache_write.reshape_and_cache_flash(key, value, k_cache, v_cache, slots)
+    oracle.reshape_and_cache_flash_oracle(key, value, *want, slots)
+    assert torch.equal(bits(k_cache), bits(want[0])) and torch.equal(bits(v_cache), bits(want[1]))
