@@ -186,9 +186,18 @@ class V0Machine(LockstepMachine):
             self.waiting.remove(gid)
 
     def _touch(self, sid: int) -> None:
+        """Mark the sequence's pages accessed at the current step's time. The scheduler stamps every
+        sequence of a step with the same ``now`` (v0.10.2 vllm/core/scheduler.py:1509), so pages of
+        sequences touched in one step tie on time and the evictor's later keys decide; the clock
+        advances only in ``next_step``."""
         if self.config.enable_caching:
-            self.clock += 1
             self.act({"op": "access", "seq": sid, "now": self.clock})
+
+    @precondition(lambda self: self.config.enable_caching)
+    @rule()
+    def next_step(self):
+        """A new scheduler step: later accesses get a later time."""
+        self.clock += 1
 
     def _fits(self, gid: str, device: int) -> bool:
         """Does the destination hold every page of the group? (0: GPU, 1: CPU)

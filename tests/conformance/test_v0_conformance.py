@@ -60,6 +60,35 @@ def test_machine_computes_only_tokens_with_slots():
     assert result.passed, result.detail
 
 
+class _RecordsAccessTimes(v0.V0ReferencePeerPrefixCaching):
+    """The reference-peer prefix-caching machine, recording the time of every access it sends."""
+
+    times: list[list[int]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times.append([])
+
+    def act(self, op):
+        if op.get("op") == "access":
+            self.times[-1].append(op["now"])
+        return super().act(op)
+
+
+@pytest.mark.reference_only
+def test_machine_stamps_one_step_with_one_time():
+    """Catches: the machine advancing its clock per sequence, which the scheduler does not (it
+    stamps a step's sequences with one ``now``, v0.10.2 vllm/core/scheduler.py:1509): the
+    evictor's ties on time, routine under the engine, and the block id that then decides them would
+    never be driven."""
+    _RecordsAccessTimes.times = []
+    result = run_machine(_RecordsAccessTimes, 60, 40)
+    assert result.passed, result.detail
+    runs = [t for t in _RecordsAccessTimes.times if t]
+    assert all(a <= b for t in runs for a, b in zip(t, t[1:]))  # time never runs backwards
+    assert any(a == b for t in runs for a, b in zip(t, t[1:]))  # and a step stamps more than one
+
+
 @pytest.mark.parametrize("machine", [v0.V0LifecycleMachine, v0.V0PrefixCachingMachine],
                          ids=["v0.lifecycle", "v0.prefix_caching"])
 def test_machine_against_vllm(machine):
