@@ -180,8 +180,9 @@ PROPERTIES = [
     Property(name="kernel.unified_attention",
              checks="vLLM's Triton unified_attention output equals the reference varlen kernel "
                     "and the oracle within dtype tolerance (chunked prefill, window, soft cap, "
-                    "ALiBi, GQA; split-K path too, for decode-only batches with 4 segments, where "
-                    "vLLM has it)",
+                    "ALiBi, GQA; split-K path too, for decode-only batches: with 4 segments where "
+                    "unified_attention takes the split-K arguments (from 0.13.0), with vLLM's own "
+                    "16 where the release picks the path itself (0.10.2))",
              run=run_unified, needs="triton_unified_attention.unified_attention"),
     Property(name="kernel.paged_attention_2d",
              checks="vLLM's kernel_paged_attention_2d (classic layout, via "
