@@ -80,8 +80,9 @@ def new_flash_hnd_cache(num_blocks: int, num_kv_heads: int, head_size: int, bloc
     head stride is ``block_size · head_size``, not ``head_size``, and vLLM's
     ``reshape_and_cache_flash_kernel`` takes its per-head branch (v0.10.2 cache_kernels.cu:328-353)."""
     shape = (num_blocks, num_kv_heads, block_size, head_size)
-    return tuple(torch.full(shape, float("nan"), dtype=dtype, device=device).permute(0, 2, 1, 3)
-                 for _ in range(2))  # type: ignore[return-value]
+    key_cache, value_cache = (torch.full(shape, float("nan"), dtype=dtype, device=device).permute(0, 2, 1, 3)
+                              for _ in range(2))
+    return key_cache, value_cache
 
 
 def check_cache_write(ops, layout: str, dtype, head_size: int, block_size: int,

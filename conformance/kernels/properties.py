@@ -180,9 +180,10 @@ PROPERTIES = [
     Property(name="kernel.unified_attention",
              checks="vLLM's Triton unified_attention output equals the reference varlen kernel "
                     "and the oracle within dtype tolerance (chunked prefill, window, soft cap, "
-                    "ALiBi, GQA; split-K path too, for decode-only batches: with 4 segments where "
-                    "unified_attention takes the split-K arguments (from 0.13.0), with vLLM's own "
-                    "16 where the release picks the path itself (0.10.2))",
+                    "ALiBi, GQA; for decode-only batches the split-K path too, where the release has "
+                    "it: with 4 segments where unified_attention takes the split-K arguments "
+                    "(0.13.0 on), with the kernel's own 16 where it picks the path itself (0.9.2 to "
+                    "0.12.0, so 0.10.2); 0.9.0 and 0.9.1 have no split-K path)",
              run=run_unified, needs="triton_unified_attention.unified_attention"),
     Property(name="kernel.paged_attention_2d",
              checks="vLLM's kernel_paged_attention_2d (classic layout, via "
