@@ -327,7 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = [side.label for side in sides]
     op_kind = v1_op_kind if generation == "v1" else v0_op_kind
     print(found)
-    print(f"{generation.upper()} managers; {args.seqs} requests per trace, {args.decode} decode steps each, "
+    print(f"{generation.upper()} managers; {args.seqs} requests per trace, {args.decode} sampled tokens each "
+          f"({args.decode - 1} decode steps after the one that ends the prefill), "
           f"prefill chunks of {args.chunk}, pool {args.pool} blocks of {BLOCK_SIZE}, {args.repeats} repeats")
     entries, profiles = [], {}
     for context in contexts:

@@ -333,8 +333,8 @@ def scaling_section(bench: ScalingBench, root: Path) -> str:
                    + _indent(f"This file records: *{_cell(results.found)}*. Rerun it in the vLLM {bench.vllm} "
                              f"environment:\n\n```bash\n{bench.command}\n```") + "\n")
     out.append(f"*{_cell(results.found)}. {results.generation.upper()} managers; {results.seqs} requests of each "
-               f"context length, prefilled {results.chunk:,} tokens a step, then {results.decode} decode steps "
-               f"each, then freed; a pool of {results.pool_blocks:,} blocks; median of {results.repeats} repeats; "
+               f"context length, prefilled {results.chunk:,} tokens a step, then sampling {results.decode} tokens "
+               f"each ({results.decode - 1} decode steps after the step that ends the prefill), then freed; a pool of {results.pool_blocks:,} blocks; median of {results.repeats} repeats; "
                f"Python {_cell(results.python)}; from `{bench.path}`.*\n")
     names = sorted({name for p in results.contexts for name in p.ops})
     plots = [scaling_plot(name, results) for name in names]
