@@ -99,9 +99,10 @@ def _returns(trace: dict, op: dict, result, shared: bool = False, hit: bool = Fa
     return []
 
 
-def _table(trace: dict, steps: list[dict], k: int, returned: list | None) -> list[dict]:
+def _table(trace: dict, steps: list[dict], k: int, returned: list | None, hit: list[int]) -> list[dict]:
     """The first block table (single-group) that the op changed in a way its return value does not
-    already say (V0's allocations and appends; V1's blocks released behind a sliding window)."""
+    already say (V0's allocations and appends; V1's blocks released behind a sliding window);
+    ``hit``: the prefix-hit blocks the op adopts (:func:`_adopted_hit`)."""
     op, before, after = steps[k]["op"], steps[k - 1]["state"], steps[k]["state"]
     old = {row[0]: row[1] for row in before["tables"]}
     for row in after["tables"]:
@@ -110,8 +111,7 @@ def _table(trace: dict, steps: list[dict], k: int, returned: list | None) -> lis
         if was == groups or len(groups) != 1 or not groups[0]:
             continue
         held = was[0] if was else []
-        adopted = (_hit_list(steps, k, op["req"]) if op["op"] == "allocate_slots" and op.get("use_hit")
-                   and not held else [])
+        adopted = [] if held else hit
         if returned is not None and was is not None and held + adopted + returned == groups[0]:
             continue  # the hit adopted, the new blocks appended: the other questions ask exactly that
         v1 = trace["semantics"] == "v1"
@@ -137,12 +137,15 @@ def _free_head(trace: dict, steps: list[dict], k: int) -> list[dict]:
                        "takes? (<kbd>none</kbd> if the queue is empty)"}]
 
 
-def _hit_list(steps: list[dict], k: int, req: str) -> list[int]:
-    """The blocks (first group) request ``req``'s latest ``get_computed_blocks`` before step ``k``
-    answered, in order."""
+def _adopted_hit(steps: list[dict], k: int) -> list[int]:
+    """The prefix-hit blocks (first group) op ``k`` adopts, in order: for an ``allocate_slots`` that
+    uses a hit, what its request's latest ``get_computed_blocks`` before it answered; else none."""
+    op = steps[k]["op"]
+    if op["op"] != "allocate_slots" or not op.get("use_hit"):
+        return []
     for step in reversed(steps[:k]):
-        op, out = step["op"], step["outcome"]
-        if op is not None and op["op"] == "get_computed_blocks" and op.get("req") == req:
+        prior, out = step["op"], step["outcome"]
+        if prior is not None and prior["op"] == "get_computed_blocks" and prior.get("req") == op["req"]:
             groups = ((out or {}).get("result") or {}).get("block_ids") or [[]]
             return list(groups[0])
     return []
@@ -189,8 +192,7 @@ def note_kind(trace: dict, steps: list[dict], k: int, question: str, block: str 
         return {"fork": "ref_fork", "allocate": "ref_allocate", "free": "ref_free"}.get(name, "ref")
     if now < was:
         return "ref_window" if name == "allocate_slots" else "ref_free"
-    hit = name == "allocate_slots" and op.get("use_hit") and int(block) in _hit_list(steps, k, op["req"])
-    return "ref_hit" if hit or was > 0 else "ref_new"
+    return "ref_hit" if int(block) in _adopted_hit(steps, k) or was > 0 else "ref_new"
 
 
 def _ref(trace: dict, steps: list[dict], k: int) -> list[dict]:
@@ -222,13 +224,13 @@ def step_questions(trace: dict, steps: list[dict], k: int) -> list[dict]:
     if step["op"] is None or out is None or "result" not in out:
         return []  # the initial state, a refusal or a crash: nothing to predict but the refusal
     op = step["op"]
-    hit = op["op"] == "allocate_slots" and bool(op.get("use_hit")) and bool(_hit_list(steps, k, op["req"]))
+    hit = _adopted_hit(steps, k)
     shared = op["op"] == "append_slots" and _shares_a_block(steps, k)
-    found = _returns(trace, op, out["result"], shared=shared, hit=hit)
+    found = _returns(trace, op, out["result"], shared=shared, hit=bool(hit))
     returned = next((q["answer"] for q in found if q["q"] == "returns"), None)
     if op["op"] == "append_slots":
         returned = []  # V0's copies are not blocks of the table
-    found += _table(trace, steps, k, returned if isinstance(returned, list) else None)
+    found += _table(trace, steps, k, returned if isinstance(returned, list) else None, hit)
     found += _ref(trace, steps, k) + _free_head(trace, steps, k)
     return [{"id": f"s{k}-{q['q']}", "step": k, **q} for q in found[:MAX_PER_STEP]]
 
