@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis.stateful import invariant
 
+from conformance.configs import V0Config
 from conformance.lockstep import NotApplicable, replay, run_machine
 from conformance.machines import v0
 from tests.conformance.pinned import unavailable
@@ -87,6 +88,24 @@ def test_machine_stamps_one_step_with_one_time():
     runs = [t for t in _RecordsAccessTimes.times if t]
     assert all(a <= b for t in runs for a, b in zip(t, t[1:]))  # time never runs backwards
     assert any(a == b for t in runs for a, b in zip(t, t[1:]))  # and a step stamps more than one
+
+
+@pytest.mark.reference_only
+def test_decode_run_takes_a_sequence_past_its_window():
+    """Catches: a windowed lifecycle machine that cannot make a sequence outgrow its window, so
+    vLLM's page drop (v0.10.2 vllm/core/block/block_table.py:149-159), the null block and freeing
+    a table that holds it are never driven (before decode_run, runs of 200 examples of 100 steps
+    dropped no page at all: single decodes among the other rules stall at the first refusal)."""
+    machine = v0.V0ReferencePeerLifecycle()
+    machine.config = V0Config(policy=v0.target_policy("reference"), block_size=2, num_gpu_blocks=12,
+                              num_cpu_blocks=0, watermark=0.0, sliding_window=4, enable_caching=False,
+                              peer="reference")
+    machine.start(machine.config)
+    machine.add_group([1, 2, 3, 0, 1, 2], 1)
+    assert machine.running, "the prompt was not admitted"
+    machine.decode_run(0, [1] * 6)
+    assert machine.dropped, "no page left the window"
+    machine.teardown()
 
 
 @pytest.mark.parametrize("machine", [v0.V0LifecycleMachine, v0.V0PrefixCachingMachine],
