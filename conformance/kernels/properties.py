@@ -160,7 +160,10 @@ def _cuda_property(kind: str):
                                 cc.check_paged_attention(ops, kind, dtype, head, block, seed,
                                                          use_alibi=seed % 2 == 1)
                             else:
-                                cc.check_cache_write(ops, kind, dtype, head, block, seed)
+                                # the flash write both ways: token-major rows, and the flash view of
+                                # head-major memory (the kernel's other stride branch)
+                                for layout in ("flash", "flash_hnd") if kind == "flash" else (kind,):
+                                    cc.check_cache_write(ops, layout, dtype, head, block, seed)
                             done += 1
                             if progress:
                                 progress(done)
@@ -200,7 +203,8 @@ PROPERTIES = [
              run=_cuda_property("classic"),
              needs="a CUDA GPU and vllm._custom_ops.reshape_and_cache"),
     Property(name="kernel.cuda.reshape_and_cache_flash",
-             checks="vLLM's CUDA reshape_and_cache_flash writes the same bits as the reference",
+             checks="vLLM's CUDA reshape_and_cache_flash writes the same bits as the reference, "
+                    "into token-major rows and into the flash view of head-major memory",
              run=_cuda_property("flash"),
              needs="a CUDA GPU and vllm._custom_ops.reshape_and_cache_flash"),
 ]
