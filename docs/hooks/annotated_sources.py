@@ -34,6 +34,7 @@ from annotations import drift, model
 from annotations.model import AnnotationFile
 from docs.hooks import drift_view
 from docs.hooks.compare_page import compare_src_uri
+from docs.hooks.conformance_page import REPORTS, property_results
 from docs.hooks.page_markers import replace_html_marker, replace_marker, repo_root
 from docs.hooks.reach_badge import legend_html, note_badge_html
 from docs.hooks.reference_index import ReferenceIndex, source_src_uri
@@ -127,8 +128,9 @@ class _PageLinks:
     """Resolves a note's ``ref``/``prop``/``see`` links relative to one page."""
 
     def __init__(self, page: Page, files: Files, sources: SourceSet, properties: set[str] | None,
-                 reference: ReferenceIndex | None = None) -> None:
+                 reference: ReferenceIndex | None = None, results: dict[str, str] | None = None) -> None:
         self.reference = reference
+        self.results = results or {}
         self.page = page
         self.files = files
         self.sources = sources
@@ -163,6 +165,9 @@ class _PageLinks:
             return None
         url = self._url(compare_src_uri(entry.annotation.version, entry.annotation.upstream))
         return None if url is None else f"{url}#{note_id}"
+
+    def prop_result(self, name: str) -> str | None:
+        return self.results.get(name)
 
     def prop(self, name: str) -> str | None:
         if self.properties is not None and name not in self.properties:
@@ -230,7 +235,8 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     stale = stale_notes(ann, entry.data)
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
-    links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached(repo_root(config)))
+    results = property_results(repo_root(config) / REPORTS, ann.version)
+    links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached(repo_root(config)), results)
     page_drift = drift_view.page_drift(_drift_reports, ann, entry.data, fetch.read_file, model.ANNOTATIONS_ROOT.parent)
     if page_drift is not None and page_drift.problem:
         log.warning("%s: drift lines not shown: %s", ann.path, page_drift.problem)

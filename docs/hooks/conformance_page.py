@@ -93,6 +93,25 @@ def latest_reports(folder: Path) -> list[Report]:
     return sorted(newest.values(), key=lambda r: r.started, reverse=True)
 
 
+def property_results(folder: Path, version: str) -> dict[str, str]:
+    """Each property's result in the newest report of vLLM ``version`` (not a lane's), as the phrase
+    a note's ``prop`` link shows beside it: what the conformance suite last found for that release."""
+    report = next((r for r in latest_reports(folder) if r.vllm_version == version and r.lane is None), None)
+    if report is None:
+        return {}
+    results = {}
+    for entry in report.properties:
+        status, name = entry["status"], entry["name"]
+        if status == "passed":
+            unit = "cases" if name.startswith("kernel.") else "examples"
+            results[name] = f"passed against vLLM {version} ({entry.get('examples', 0)} {unit}, {report.device})"
+        elif status == "not_applicable":
+            results[name] = f"not run against vLLM {version}: {entry.get('detail', '')}".rstrip(": ")
+        else:
+            results[name] = f"FAILED against vLLM {version}"
+    return results
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 

@@ -56,6 +56,9 @@ class LinkResolver(Protocol):
     def compare(self, note_id: str) -> str | None:
         """URL of the note on its side-by-side comparison page, or None if there is none."""
 
+    def prop_result(self, name: str) -> str | None:
+        """What the newest conformance report of the note's release says of property ``name``."""
+
     def prop(self, name: str) -> str | None:
         """URL of a conformance property's anchor, or None if the property is unknown."""
 
@@ -231,8 +234,10 @@ def _note_html(
     for name in note.props:
         url = links.prop(name)
         code = f"<code>{escape(name)}</code>"
+        result = links.prop_result(name)
         items.append(
-            '<li class="ann-prop">Conformance: ' + (f'<a href="{escape(url)}">{code}</a>' if url else code) + "</li>"
+            '<li class="ann-prop">Conformance: ' + (f'<a href="{escape(url)}">{code}</a>' if url else code)
+            + (f' <span class="ann-prop-result">· {escape(result)}</span>' if result else "") + "</li>"
         )
     for target in note.sees:
         url = links.see(target)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from docs.hooks.conformance_page import ReportError, latest_reports, read_report, status_markdown
+from docs.hooks.conformance_page import ReportError, latest_reports, property_results, read_report, status_markdown
 
 REGISTERED = {"v1.lifecycle": "Block ids match.", "v0.fork": "Forks share pages.", "kernel.decode": "Outputs agree."}
 
@@ -101,3 +101,17 @@ def test_verdict_marks_are_svg_not_emoji(tmp_path: Path) -> None:
                  {"v1.lifecycle": "passed", "v0.fork": "failed", "kernel.decode": "not_applicable"})
     md = status_markdown(latest_reports(tmp_path), REGISTERED)
     assert not any(ch in md for ch in "\u2705\u274c\u2796") and md.count('<svg class="rm"') >= 3
+
+
+def test_a_notes_property_link_says_what_its_release_report_found(tmp_path: Path) -> None:
+    """Catches: a note's `prop` link that reads as "checked" where the release's report never ran
+    the property (the CUDA kernels' properties without a GPU), or shows another release's result
+    or an old run's."""
+    write_report(tmp_path, "old.json", "0.10.2", "cpu", "2026-01-01T00:00:00+00:00", {"v0.fork": "failed"})
+    write_report(tmp_path, "new.json", "0.10.2", "cpu", "2026-02-01T00:00:00+00:00",
+                 {"v0.fork": "passed", "kernel.decode": "not_applicable"})
+    write_report(tmp_path, "v1.json", "0.33.0", "cpu", "2026-03-01T00:00:00+00:00", {"v0.fork": "failed"})
+    results = property_results(tmp_path, "0.10.2")
+    assert results == {"v0.fork": "passed against vLLM 0.10.2 (3 examples, cpu)",
+                       "kernel.decode": "not run against vLLM 0.10.2: detail of kernel.decode"}
+    assert property_results(tmp_path, "0.9.9") == {}

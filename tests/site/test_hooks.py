@@ -43,6 +43,9 @@ class Links:
         self.asked.append(("ref", symbol))
         return f'<a class="test-ref" href="#api-{symbol}">{symbol}</a>'
 
+    def prop_result(self, name: str) -> str | None:
+        return f"passed against vLLM 9.9.9 ({name})"
+
     def prop(self, name: str) -> str | None:
         self.asked.append(("prop", name))
         return f"conformance/#{name}"
@@ -163,6 +166,7 @@ def test_note_links_use_the_resolver_and_the_pinned_tag(annotation_root: Path) -
     assert ("prop", "demo.prop") in links.asked
     assert ("see", "v9.9.9/csrc/twice.cu#twice.body") in links.asked
     assert 'href="conformance/#demo.prop"' in out
+    assert "· passed against vLLM 9.9.9 (demo.prop)" in out  # the release's result beside the link
     assert html.escape(upstream_url("9.9.9", "pkg/tiny.py", 3, 6)) in out
     assert upstream_url("9.9.9", "pkg/tiny.py", 3, 6).endswith("/blob/v9.9.9/pkg/tiny.py#L3-L6")
     assert 'href="#L3-L6"' in out
