@@ -153,9 +153,9 @@ def run(release: str | None = None) -> dict:
 #: note id, property): why the link stays. Anything else found fails.
 EXPLAINED: dict[tuple[str, str, str], str] = {
     ("vllm/core/block/common.py", "common.cache_metric_data", "v0.long_context"): (
-        "the real-size machine draws few examples (200 examples give it 4); it folds the hit-rate"
-        " window only when one of them admits a cached prompt of whole blocks, which the probe's"
-        " derandomized 12 did not; the note says not every run does"),
+        "the real-size machine draws few examples (200 give it 4); it folds the hit-rate window only"
+        " when one of them has caching on and allocates at least 1000 whole prompt blocks, which the"
+        " probe's derandomized 12 did not; the note says not every run does"),
 }
 
 
