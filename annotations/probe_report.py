@@ -1,9 +1,10 @@
 """A reach probe's report: the upstream facts it records, how it is written, and whether it still
 describes the bytes the notes were written for.
 
-Both probes (``reach_probe`` for V0, ``reach_probe_v1`` for V1) run vLLM under
-:class:`annotations.line_trace.LineTracer` and commit one JSON report; this module holds what they
-share around that: where the installed vLLM lives, the lines its traced modules run at import, the
+The probes (``reach_probe`` for V0, ``reach_probe_v1`` for V1, and ``prop_probe``, which runs the
+notes' linked properties in both pinned releases) run vLLM under
+:class:`annotations.line_trace.LineTracer` and commit one JSON report each; this module holds what
+they share around that: where the installed vLLM lives, the lines its traced modules run at import, the
 per-file facts every report carries, the compact JSON form, and the staleness check.
 """
 
@@ -83,8 +84,9 @@ def stale_files(report: dict, version: str, files: list[AnnotationFile] | None =
     ]
 
 
-def entered_lines(report: dict, config: str, upstream: str) -> set[int]:
-    """The lines of ``upstream`` that ran in ``config``, less the headers of ``if``, ``while`` and
-    ``for`` statements whose body did not run."""
-    ran = set(report["configs"][config]["executed"].get(upstream, []))
+def entered_lines(report: dict, config: str, upstream: str, section: str = "configs") -> set[int]:
+    """The lines of ``upstream`` that ran in the run ``config`` of ``report[section]`` (a reach
+    probe's configurations, the link probe's property runs), less the headers of ``if``, ``while``
+    and ``for`` statements whose body did not run."""
+    ran = set(report[section][config]["executed"].get(upstream, []))
     return ran - declined_headers(report["guards"].get(upstream, []), ran)

@@ -7,9 +7,10 @@ and records which lines of those files ran while it did (:class:`annotations.lin
 the lines the modules run at import are recorded apart, before any property runs). The report
 (``annotations/prop-probe-<release>.json``) gives, per property, what the run did and its executed
 lines; :func:`compare` sets it against the links: a link whose property ran none of the note's
-working lines (:func:`annotations.line_trace.working_lines`, less ``def`` headers, less the
-statements that run at import, less the header of an ``if``, ``while`` or ``for`` whose body did
-not run) is a finding.
+runtime lines (:func:`annotations.line_trace.working_lines`, less ``def`` headers, less the
+statements that run at import; the header of an ``if``, ``while`` or ``for`` whose body did not
+run does not count as run) is a finding. A link whose property runs some of the note's lines but
+skips the branch the note is about is not: the probe cannot tell which lines a note is about.
 
 Running the lines is what a link needs, not all it needs: the probe does not show that the property
 compares what those lines decide, which the note and the property's ``checks`` sentence say. The
@@ -49,7 +50,7 @@ COMMAND = 'CUDA_VISIBLE_DEVICES="" TRITON_INTERPRET=1 PYTHONPATH=. $V/bin/python
 #: Examples per property (state machines: of up to STEPS steps, the test command's sizes; kernels:
 #: cases). The real-size machines scale them down themselves (200 gives them 4 examples), so they get
 #: more. A link whose lines need a rarer draw shows as a finding. The runs are derandomized, so the
-#: same command writes the same report.
+#: same command records the same lines, examples and steps (only the timings differ).
 EXAMPLES = {"state machine": 200, "kernel": 12, "v0.long_context": 500, "v1.long_context": 500}
 STEPS = 100
 #: The module each release's serving path imports first (its import-time lines are set aside).
@@ -141,7 +142,7 @@ def run(release: str | None = None) -> dict:
         "steps": STEPS,
         **file_facts(root, files),
         "imported": imported,
-        "configs": runs,  # one run per linked property, by property name
+        "runs": runs,  # one run per linked property, by property name
     }
     write_report(report, report_path(release))
     return report
@@ -202,13 +203,13 @@ def compare(report: dict, release: str, files: list[AnnotationFile] | None = Non
             if not note.props or not any(n in inside for n in runtime):
                 continue
             for prop in note.props:
-                if prop not in report["configs"]:
+                if prop not in report["runs"]:
                     findings.append(Finding("not-probed", release, upstream, note.id, prop,
                                             "the report has no run of this property: rerun the probe"))
                     continue
-                ran = entered_lines(report, prop, upstream)
+                ran = entered_lines(report, prop, upstream, "runs") & runtime
                 if not any(n in inside for n in ran):
-                    status = report["configs"][prop]["status"]
+                    status = report["runs"][prop]["status"]
                     findings.append(Finding("not-run", release, upstream, note.id, prop,
                                             f"the property ({status}) ran none of L{note.start}-L{note.end}"))
     return findings
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     release = args.compare_only
     report = load_report(release) if release else run()
     release = report["vllm_version"]
-    for name, outcome in report["configs"].items():
+    for name, outcome in report["runs"].items():
         print(f"{name}: {outcome['status']}, {outcome.get('examples', 0)} examples in {outcome['seconds']} s")
     problems = stale_files(report, release)
     findings = compare(report, release)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from conformance import vllm_log
 from conformance.lockstep import NotApplicable, save_trace
+from conformance.matrix import project_state
 from conformance.properties import all_properties
 from conformance.versions import HarnessError, installed_target, installed_vllm_version
 
@@ -79,6 +80,9 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
         "device": device(),
         "python": platform.python_version(),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # the commit of this project the run happened at: whether the reference or the harness
+        # changed since decides whether its verdicts still speak for them (the site says so)
+        "project": project_state(Path(__file__).resolve().parents[1]),
         "settings": {"examples": examples, "steps": steps, "kernel_examples": kernel_examples,
                      "required": sorted(required)},
         "properties": [],

@@ -77,6 +77,7 @@ def page_markdown(entry: SourceEntry, resolve_intro) -> str:
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Load and verify every annotation, and add the generated pages to the navigation."""
     global _sources, _drift_reports
+    _results.clear()
     try:
         _sources = SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file)
         _drift_reports = drift_view.load_reports(model.ANNOTATIONS_ROOT / "drift")
@@ -188,6 +189,15 @@ class _PageLinks:
         return None if url is None else f"{url}#{found[1]}"
 
 
+_results: dict[str, dict[str, str]] = {}  # per release, for this build (git is asked once per release)
+
+
+def _property_results(root, version: str) -> dict[str, str]:
+    if version not in _results:
+        _results[version] = property_results(root / REPORTS, version, root)
+    return _results[version]
+
+
 def _registered_properties() -> set[str] | None:
     try:
         from conformance.properties import property_names
@@ -235,7 +245,7 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
     stale = stale_notes(ann, entry.data)
     for note in stale:
         log.warning("%s: note `%s` %s no longer matches its upstream lines (hash drift)", ann.path, note.id, note.range_text)
-    results = property_results(repo_root(config) / REPORTS, ann.version)
+    results = _property_results(repo_root(config), ann.version)
     links = _PageLinks(page, files, _sources, _registered_properties(), ReferenceIndex.cached(repo_root(config)), results)
     page_drift = drift_view.page_drift(_drift_reports, ann, entry.data, fetch.read_file, model.ANNOTATIONS_ROOT.parent)
     if page_drift is not None and page_drift.problem:

@@ -49,6 +49,7 @@ class Report:
     # Where the installed version is not a measured release: the sentence saying which release it
     # was driven as ("0.33.1.dev12 is not in the measured matrix: driven as 0.33.0").
     driven_note: str | None = None
+    project: dict | None = None  # the commit the run happened at (conformance.matrix.project_state)
 
     @property
     def label(self) -> str:
@@ -75,7 +76,8 @@ def read_report(path: Path) -> Report:
         lane = next((e for e in props if e.get("lane")), {})
         return Report(path.name, raw.get("vllm_version"), str(raw["device"]), str(raw["started"]),
                       float(raw.get("duration_s", 0.0)), list(props), lane.get("lane"),
-                      lane.get("build"), None if raw.get("exact_release", True) else raw.get("target_note"))
+                      lane.get("build"), None if raw.get("exact_release", True) else raw.get("target_note"),
+                      raw.get("project"))
     except (KeyError, TypeError) as err:
         raise ReportError(f"{path}: not a conformance report (missing or malformed {err})") from None
 
@@ -93,22 +95,32 @@ def latest_reports(folder: Path) -> list[Report]:
     return sorted(newest.values(), key=lambda r: r.started, reverse=True)
 
 
-def property_results(folder: Path, version: str) -> dict[str, str]:
+def property_results(folder: Path, version: str, root: Path | None = None) -> dict[str, str]:
     """Each property's result in the newest report of vLLM ``version`` (not a lane's), as the phrase
-    a note's ``prop`` link shows beside it: what the conformance suite last found for that release."""
+    a note's ``prop`` link shows beside it: what the conformance suite last found for that release,
+    and, where ``root`` (the repository) is given, whether the reference or the harness changed
+    after that run (:func:`docs.hooks.matrix_page.freshness`)."""
     report = next((r for r in latest_reports(folder) if r.vllm_version == version and r.lane is None), None)
     if report is None:
         return {}
+    after = ""
+    if root is not None:
+        from conformance.matrix import HARNESS_PATHS
+        from docs.hooks.matrix_page import freshness
+
+        state, _ = freshness({version: {"project": report.project or {}}}, root, list(HARNESS_PATHS))[version]
+        after = {"current": "", "stale": "; run before the last change to the reference or the harness",
+                 "unknown": "; the run recorded no project commit to compare"}[state]
     results = {}
     for entry in report.properties:
         status, name = entry["status"], entry["name"]
         if status == "passed":
             unit = "cases" if name.startswith("kernel.") else "examples"
-            results[name] = f"passed against vLLM {version} ({entry.get('examples', 0)} {unit}, {report.device})"
+            results[name] = f"passed against vLLM {version} ({entry.get('examples', 0)} {unit}, {report.device}){after}"
         elif status == "not_applicable":
             results[name] = f"not run against vLLM {version}: {entry.get('detail', '')}".rstrip(": ")
         else:
-            results[name] = f"FAILED against vLLM {version}"
+            results[name] = f"FAILED against vLLM {version}{after}"
     return results
 
 

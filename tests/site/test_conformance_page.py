@@ -115,3 +115,25 @@ def test_a_notes_property_link_says_what_its_release_report_found(tmp_path: Path
     assert results == {"v0.fork": "passed against vLLM 0.10.2 (3 examples, cpu)",
                        "kernel.decode": "not run against vLLM 0.10.2: detail of kernel.decode"}
     assert property_results(tmp_path, "0.9.9") == {}
+    # a newer run on another device is the newest; a lane's report (the CPU build's) never is
+    write_report(tmp_path, "gpu.json", "0.10.2", "cuda", "2026-03-01T00:00:00+00:00", {"v0.fork": "failed"})
+    lane = write_report(tmp_path, "lane.json", "0.10.2", "cpu", "2026-04-01T00:00:00+00:00", {"v0.fork": "passed"})
+    raw = json.loads(lane.read_text())
+    for entry in raw["properties"]:
+        entry["lane"] = "cpu-build"
+    lane.write_text(json.dumps(raw))
+    assert property_results(tmp_path, "0.10.2") == {"v0.fork": "FAILED against vLLM 0.10.2"}
+
+
+def test_a_result_from_before_the_last_harness_change_says_so(tmp_path: Path, monkeypatch) -> None:
+    """Catches: a link that shows a verdict measured before the machines or the reference last
+    changed as if it spoke for them now (the stale case of the release matrix)."""
+    from docs.hooks import matrix_page
+
+    write_report(tmp_path, "r.json", "0.10.2", "cpu", "2026-02-01T00:00:00+00:00", {"v0.fork": "passed"})
+    for state, tail in (("current", ""), ("stale", "; run before the last change to the reference or the harness"),
+                        ("unknown", "; the run recorded no project commit to compare")):
+        monkeypatch.setattr(matrix_page, "freshness", lambda releases, root, paths, state=state: {
+            v: (state, "why") for v in releases})
+        assert property_results(tmp_path, "0.10.2", tmp_path) == {
+            "v0.fork": "passed against vLLM 0.10.2 (3 examples, cpu)" + tail}
