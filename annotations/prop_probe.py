@@ -155,8 +155,8 @@ def run(release: str | None = None) -> dict:
 EXPLAINED: dict[tuple[str, str, str], str] = {
     ("vllm/core/block/common.py", "common.cache_metric_data", "v0.long_context"): (
         "the real-size machine draws few examples (200 give it 4); it folds the hit-rate window only"
-        " when one of them has caching on and allocates at least 1000 whole prompt blocks, which the"
-        " probe's derandomized 12 did not; the note says not every run does"),
+        " when one of them has caching on and makes 1000 whole-block allocations on one device, which"
+        " the probe's derandomized 12 did not; the note says not every run does"),
 }
 
 
