@@ -108,9 +108,8 @@ def property_results(folder: Path, version: str, root: Path | None = None) -> di
         from conformance.matrix import HARNESS_PATHS
         from docs.hooks.matrix_page import freshness
 
-        state, _ = freshness({version: {"project": report.project or {}}}, root, list(HARNESS_PATHS))[version]
-        after = {"current": "", "stale": "; run before the last change to the reference or the harness",
-                 "unknown": "; the run recorded no project commit to compare"}[state]
+        state, why = freshness({version: {"project": report.project or {}}}, root, list(HARNESS_PATHS))[version]
+        after = "" if state == "current" else f"; {state}: {why}"
     results = {}
     for entry in report.properties:
         status, name = entry["status"], entry["name"]

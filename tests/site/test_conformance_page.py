@@ -131,9 +131,8 @@ def test_a_result_from_before_the_last_harness_change_says_so(tmp_path: Path, mo
     from docs.hooks import matrix_page
 
     write_report(tmp_path, "r.json", "0.10.2", "cpu", "2026-02-01T00:00:00+00:00", {"v0.fork": "passed"})
-    for state, tail in (("current", ""), ("stale", "; run before the last change to the reference or the harness"),
-                        ("unknown", "; the run recorded no project commit to compare")):
+    for state, tail in (("current", ""), ("stale", "; stale: the reason"), ("unknown", "; unknown: the reason")):
         monkeypatch.setattr(matrix_page, "freshness", lambda releases, root, paths, state=state: {
-            v: (state, "why") for v in releases})
+            v: (state, "the reason") for v in releases})
         assert property_results(tmp_path, "0.10.2", tmp_path) == {
             "v0.fork": "passed against vLLM 0.10.2 (3 examples, cpu)" + tail}
