@@ -89,11 +89,17 @@ def read(path: Path) -> dict:
 
 def filed(old: dict | None, new: dict, partial: bool) -> dict:
     """The entry that goes into the matrix for ``new``'s release. A partial run (``--only``)
-    updates its properties in ``old`` and keeps the other properties' verdicts."""
+    updates its properties in ``old`` and keeps the other properties' verdicts. The entry keeps
+    ``old``'s project commit and date, at which those other verdicts were measured, so the site's
+    freshness check never calls them current because some properties were rerun later; each rerun
+    is listed under ``reruns`` with its own commit, date and properties."""
     if not partial or old is None:
         return new
-    entry = {**old, **{k: v for k, v in new.items() if k not in ("properties", "summary", "duration_s")},
+    kept = ("properties", "summary", "duration_s", "project", "date", "reruns")
+    entry = {**old, **{k: v for k, v in new.items() if k not in kept},
              "properties": {**old["properties"], **new["properties"]}}
+    entry["reruns"] = [*old.get("reruns", []), {"date": new.get("date"), "project": new.get("project"),
+                                                 "properties": sorted(new["properties"])}]
     entry["summary"] = summary(entry["properties"])
     return entry
 

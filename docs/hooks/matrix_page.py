@@ -258,6 +258,10 @@ def release_details(version: str, entry: dict, fresh: tuple[str, str], changes: 
                + (f"; installed: {', '.join(installed)}" if installed else "")
                + (f" ({len(packages)} packages in all, listed in `matrix.json`)" if packages else "") + ".\n")
     out.append(f"{mark(fresh[0])} {fresh[0].capitalize()}: {_cell(fresh[1])}.\n")
+    for rerun in entry.get("reruns") or []:
+        commit = ((rerun.get("project") or {}).get("commit") or "no commit")[:10]
+        out.append(f"Rerun on {rerun.get('date', '?')} at {commit}: "
+                   f"{', '.join(f'`{n}`' for n in rerun.get('properties') or [])} (their verdicts are from that run).\n")
     env = environment_lines(entry)
     if env:
         out.append("\n".join(env) + "\n")

@@ -72,6 +72,17 @@ def test_merge_orders_releases_numerically_and_partial_runs_keep_other_verdicts(
     assert got["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0}
 
 
+def test_a_partial_rerun_keeps_the_commit_the_other_verdicts_were_measured_at(vm):
+    """Catches: an --only rerun stamping the whole entry with its own commit, so that the site's
+    freshness check calls verdicts measured at an older harness current."""
+    old = {**entry("0.9.2", {"a": "failed", "b": "passed"}), "date": "2026-12-01", "project": {"commit": "old"}}
+    vm.merge(old)
+    vm.merge({**entry("0.9.2", {"a": "passed"}), "date": "2026-12-05", "project": {"commit": "new"}}, partial=True)
+    got = json.loads(vm.MATRIX.read_text())["releases"]["0.9.2"]
+    assert (got["project"], got["date"]) == ({"commit": "old"}, "2026-12-01")
+    assert got["reruns"] == [{"date": "2026-12-05", "project": {"commit": "new"}, "properties": ["a"]}]
+
+
 def test_env_must_hold_the_named_release(vm, monkeypatch, tmp_path):
     """Catches: --env pointing at another release's environment and its verdicts filed under the wrong release."""
     monkeypatch.setattr(vm, "probe_installed", lambda python, environ: "0.10.2")

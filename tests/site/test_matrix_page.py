@@ -382,3 +382,15 @@ def test_code_of_drops_only_docstrings() -> None:
     assert code_of('def f():\n    """doc"""\n    return 1\n') == code_of("def f():\n    return 1\n")
     assert code_of('x = 1\n"""not a docstring"""\n') != code_of("x = 1\n")
     assert code_of("def f(:\n") is None
+
+
+def test_a_release_shows_the_reruns_of_some_of_its_properties() -> None:
+    """Catches: verdicts rerun at a later commit (an --only run) shown without saying which ones
+    and at which commit, while the entry's freshness speaks for its other verdicts."""
+    from docs.hooks.matrix_page import release_details
+
+    rerun = entry("0.9.2", {"v0.lifecycle": "passed", "v0.prefix_caching": "passed"},
+                  reruns=[{"date": "2026-12-05", "project": {"commit": "abcdef1234567"}, "properties": ["v0.lifecycle"]}])
+    text = "\n".join(release_details("0.9.2", rerun, ("stale", "run at 0123456789"), []))
+    assert "Rerun on 2026-12-05 at abcdef1234: `v0.lifecycle`" in text
+    assert "Rerun" not in "\n".join(release_details("0.9.2", entry("0.9.2", {"a": "passed"}), ("stale", "x"), []))
