@@ -26,11 +26,11 @@ ABOUT = ("Conformance verdicts per vLLM release, written by scripts/version-matr
          "(python -m conformance run inside each release's own environment, CPU only).")
 # What a verdict depends on in this project: the reference and the harness. The reports
 # (conformance/reports, the matrix among them) are written by the runs, and the trace explorer
-# (conformance/explorer, conformance/explore.py) only displays saved traces: neither changes a
-# verdict. The pathspecs are git's; they are stored in the matrix so that the site compares an
-# entry's commit against them.
+# (conformance/explorer, conformance/explore.py) only displays saved traces, and this module
+# only files the runs' entries: none of them changes a verdict. The pathspecs are git's; they are
+# stored in the matrix so that the site compares an entry's commit against them.
 HARNESS_PATHS = ("reference", "conformance", ":(exclude)conformance/reports", ":(exclude)conformance/explorer",
-                 ":(exclude)conformance/explore.py")
+                 ":(exclude)conformance/explore.py", ":(exclude)conformance/matrix.py")
 
 
 class MatrixError(ValueError):
@@ -87,19 +87,28 @@ def read(path: Path) -> dict:
     return matrix
 
 
+#: What a partial rerun records of its own run, under ``reruns``; the entry's other fields stay
+#: those of the last full run.
+RERUN_FIELDS = ("date", "project", "device", "policy", "installed")
+
+
 def filed(old: dict | None, new: dict, partial: bool) -> dict:
     """The entry that goes into the matrix for ``new``'s release. A partial run (``--only``)
-    updates its properties in ``old`` and keeps the other properties' verdicts. The entry keeps
-    ``old``'s project commit and date, at which those other verdicts were measured, so the site's
-    freshness check never calls them current because some properties were rerun later; each rerun
-    is listed under ``reruns`` with its own commit, date and properties."""
-    if not partial or old is None:
+    updates its properties in ``old`` and keeps the other properties' verdicts. The entry keeps the
+    last full run's fields (its project commit and date among them: the verdicts not listed under
+    ``reruns`` were measured at that commit), so the site's freshness check never calls them
+    current because some properties were rerun later; each rerun is listed under ``reruns`` with
+    its own commit, date, device, policy row, packages and properties, and a property rerun again
+    leaves the earlier rerun's list. A rerun of every property, or onto an entry with no verdicts
+    (its environment could not be built), is filed as a full run."""
+    if not partial or old is None or old.get("build_error") or not old.get("properties") \
+            or set(new["properties"]) >= set(old["properties"]):
         return new
-    kept = ("properties", "summary", "duration_s", "project", "date", "reruns")
-    entry = {**old, **{k: v for k, v in new.items() if k not in kept},
-             "properties": {**old["properties"], **new["properties"]}}
-    entry["reruns"] = [*old.get("reruns", []), {"date": new.get("date"), "project": new.get("project"),
-                                                 "properties": sorted(new["properties"])}]
+    rerun = {**{k: new.get(k) for k in RERUN_FIELDS}, "properties": sorted(new["properties"])}
+    earlier = [{**r, "properties": [p for p in r["properties"] if p not in new["properties"]]}
+               for r in old.get("reruns", [])]
+    entry = {**old, "properties": {**old["properties"], **new["properties"]},
+             "reruns": [r for r in earlier if r["properties"]] + [rerun]}
     entry["summary"] = summary(entry["properties"])
     return entry
 
@@ -158,6 +167,8 @@ def conflict(a: dict, b: dict) -> str | None:
     release = a["release"]
     if project_commit(a) != project_commit(b):
         return f"{release}: run at project commit {project_commit(a)} and at {project_commit(b)}"
+    if a.get("reruns", []) != b.get("reruns", []):
+        return f"{release}: different --only reruns filed"
     if bool(a.get("build_error")) != bool(b.get("build_error")):
         return f"{release}: built in one file and not buildable in the other"
     names = sorted(set(a["properties"]) | set(b["properties"]))

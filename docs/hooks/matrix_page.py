@@ -127,27 +127,35 @@ def freshness(releases: dict[str, dict], root: Path, paths: list[str] | None) ->
     else:
         shared = None
         last_commit, last_day = last
-    out = {}
-    for version, entry in releases.items():
-        project = entry.get("project") or {}
+    def state(project: dict) -> tuple[str, str]:
         commit = project.get("commit")
         if shared is not None:
-            out[version] = shared
-        elif not commit:
-            out[version] = ("unknown", "the run did not record the project commit it ran at")
-        else:
-            ancestor = git("merge-base", "--is-ancestor", last_commit, commit)
-            if ancestor is None or ancestor.returncode not in (0, 1):
-                out[version] = ("unknown", f"commit {commit[:10]} is not in this repository")
-            elif ancestor.returncode == 1:
-                out[version] = ("stale", f"run at {commit[:10]}; the code of the reference or the harness changed after it, "
-                                         f"last at {last_commit[:10]} ({last_day})")
-            elif project.get("dirty"):
-                out[version] = ("stale", f"run at {commit[:10]} with uncommitted changes to "
-                                         f"{', '.join(project.get('changed') or ['the harness'])}")
-            else:
-                out[version] = ("current", f"run at {commit[:10]}, after the last change to the code of the "
-                                           f"reference and the harness ({last_commit[:10]}, {last_day})")
+            return shared
+        if not commit:
+            return ("unknown", "the run did not record the project commit it ran at")
+        ancestor = git("merge-base", "--is-ancestor", last_commit, commit)
+        if ancestor is None or ancestor.returncode not in (0, 1):
+            return ("unknown", f"commit {commit[:10]} is not in this repository")
+        if ancestor.returncode == 1:
+            return ("stale", f"run at {commit[:10]}; the code of the reference or the harness changed after it, "
+                             f"last at {last_commit[:10]} ({last_day})")
+        if project.get("dirty"):
+            return ("stale", f"run at {commit[:10]} with uncommitted changes to "
+                             f"{', '.join(project.get('changed') or ['the harness'])}")
+        return ("current", f"run at {commit[:10]}, after the last change to the code of the "
+                           f"reference and the harness ({last_commit[:10]}, {last_day})")
+
+    worse = {"current": 0, "unknown": 1, "stale": 2}
+    out = {}
+    for version, entry in releases.items():
+        out[version] = state(entry.get("project") or {})
+        # An --only rerun's verdicts were measured at its own commit: the row is as fresh as the
+        # least fresh of the full run and its reruns.
+        for rerun in entry.get("reruns") or []:
+            rerun_state, why = state(rerun.get("project") or {})
+            if worse[rerun_state] > worse[out[version][0]]:
+                names = ", ".join(rerun.get("properties") or [])
+                out[version] = (rerun_state, f"the rerun of {names}: {why}")
     return out
 
 

@@ -75,12 +75,32 @@ def test_merge_orders_releases_numerically_and_partial_runs_keep_other_verdicts(
 def test_a_partial_rerun_keeps_the_commit_the_other_verdicts_were_measured_at(vm):
     """Catches: an --only rerun stamping the whole entry with its own commit, so that the site's
     freshness check calls verdicts measured at an older harness current."""
-    old = {**entry("0.9.2", {"a": "failed", "b": "passed"}), "date": "2026-12-01", "project": {"commit": "old"}}
-    vm.merge(old)
-    vm.merge({**entry("0.9.2", {"a": "passed"}), "date": "2026-12-05", "project": {"commit": "new"}}, partial=True)
+    def run(statuses, day, commit, **extra):
+        return {**entry("0.9.2", statuses), "date": day, "project": {"commit": commit}, "device": "cpu", **extra}
+
+    def got():
+        return json.loads(vm.MATRIX.read_text())["releases"]["0.9.2"]
+
+    vm.merge(run({"a": "failed", "b": "passed", "c": "passed"}, "2026-12-01", "old"))
+    vm.merge(run({"a": "passed"}, "2026-12-05", "new"), partial=True)
+    assert (got()["project"], got()["date"]) == ({"commit": "old"}, "2026-12-01")
+    assert got()["reruns"] == [{"date": "2026-12-05", "project": {"commit": "new"}, "device": "cpu",
+                                "policy": None, "installed": None, "properties": ["a"]}]
+    # a property rerun again leaves the earlier rerun's list (an emptied rerun goes)
+    vm.merge(run({"a": "passed", "b": "passed"}, "2026-12-06", "newer"), partial=True)
+    assert [(r["project"]["commit"], r["properties"]) for r in got()["reruns"]] == [("newer", ["a", "b"])]
+    # a rerun of every property is a full run: no reruns, its own commit
+    vm.merge(run({"a": "passed", "b": "passed", "c": "passed"}, "2026-12-07", "full"), partial=True)
+    assert got()["project"] == {"commit": "full"} and "reruns" not in got()
+
+
+def test_a_rerun_onto_an_unbuilt_release_is_a_full_run(vm):
+    """Catches: an --only run filed onto an entry whose environment could not be built, which kept
+    the build error (the row said "not built" beside a verdict)."""
+    vm.merge({"release": "0.9.2", "build_error": "no wheel", "properties": {}, "project": {"commit": "old"}})
+    vm.merge({**entry("0.9.2", {"a": "passed"}), "project": {"commit": "new"}}, partial=True)
     got = json.loads(vm.MATRIX.read_text())["releases"]["0.9.2"]
-    assert (got["project"], got["date"]) == ({"commit": "old"}, "2026-12-01")
-    assert got["reruns"] == [{"date": "2026-12-05", "project": {"commit": "new"}, "properties": ["a"]}]
+    assert "build_error" not in got and got["project"] == {"commit": "new"}
 
 
 def test_env_must_hold_the_named_release(vm, monkeypatch, tmp_path):

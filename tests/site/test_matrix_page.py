@@ -215,6 +215,19 @@ def test_verdicts_older_than_the_last_harness_change_are_marked(history) -> None
     assert got["0.3.0"][0] == "stale" and "last at" in got["0.3.0"][1]
 
 
+def test_a_row_is_as_fresh_as_its_least_fresh_rerun(history) -> None:
+    """Catches: an --only rerun's verdicts, measured at their own commit, never checked (a rerun
+    with uncommitted harness changes, or from an older checkout, shown as current)."""
+    repo, git = history
+    head = git("rev-parse", "HEAD").strip()
+    rerun = {"project": {"commit": head, "dirty": True, "changed": ["conformance/x.py"]}, "properties": ["a.b"]}
+    releases = {"0.1.0": entry("0.1.0", {"a.b": "passed"}, project={"commit": head, "dirty": False}, reruns=[rerun])}
+    state, why = freshness(releases, repo, PATHS)["0.1.0"]
+    assert state == "stale" and why.startswith("the rerun of a.b:")
+    releases["0.1.0"]["reruns"] = [{**rerun, "project": {"commit": head, "dirty": False}}]
+    assert freshness(releases, repo, PATHS)["0.1.0"][0] == "current"
+
+
 def test_without_git_freshness_is_unknown_not_guessed(tmp_path: Path, monkeypatch) -> None:
     """Catches: a site built where git is missing (or outside a checkout) claiming verdicts are current."""
     releases = {"0.1.0": entry("0.1.0", {"a.b": "passed"}, project={"commit": "a" * 40, "dirty": False})}
