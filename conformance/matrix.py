@@ -89,7 +89,7 @@ def read(path: Path) -> dict:
 
 #: What a partial rerun records of its own run, under ``reruns``; the entry's other fields stay
 #: those of the last full run.
-RERUN_FIELDS = ("date", "project", "device", "policy", "installed")
+RERUN_FIELDS = ("date", "project", "device", "policy", "v0_policy", "installed")
 
 
 def filed(old: dict | None, new: dict, partial: bool) -> dict:
@@ -98,7 +98,7 @@ def filed(old: dict | None, new: dict, partial: bool) -> dict:
     last full run's fields (its project commit and date among them: the verdicts not listed under
     ``reruns`` were measured at that commit), so the site's freshness check never calls them
     current because some properties were rerun later; each rerun is listed under ``reruns`` with
-    its own commit, date, device, policy row, packages and properties, and a property rerun again
+    its own commit, date, device, policy rows, packages and properties, and a property rerun again
     leaves the earlier rerun's list. A rerun of every property, or onto an entry with no verdicts
     (its environment could not be built), is filed as a full run."""
     if not partial or old is None or old.get("build_error") or not old.get("properties") \

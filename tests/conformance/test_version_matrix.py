@@ -85,7 +85,7 @@ def test_a_partial_rerun_keeps_the_commit_the_other_verdicts_were_measured_at(vm
     vm.merge(run({"a": "passed"}, "2026-12-05", "new"), partial=True)
     assert (got()["project"], got()["date"]) == ({"commit": "old"}, "2026-12-01")
     assert got()["reruns"] == [{"date": "2026-12-05", "project": {"commit": "new"}, "device": "cpu",
-                                "policy": None, "installed": None, "properties": ["a"]}]
+                                "policy": None, "v0_policy": None, "installed": None, "properties": ["a"]}]
     # a property rerun again leaves the earlier rerun's list (an emptied rerun goes)
     vm.merge(run({"a": "passed", "b": "passed"}, "2026-12-06", "newer"), partial=True)
     assert [(r["project"]["commit"], r["properties"]) for r in got()["reruns"]] == [("newer", ["a", "b"])]
