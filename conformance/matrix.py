@@ -27,7 +27,8 @@ ABOUT = ("Conformance verdicts per vLLM release, written by scripts/version-matr
 # What a verdict depends on in this project: the reference and the harness. The reports
 # (conformance/reports, the matrix among them) are written by the runs, and the trace explorer
 # (conformance/explorer, conformance/explore.py) only displays saved traces, and this module
-# only files the runs' entries: none of them changes a verdict. The pathspecs are git's; they are
+# files the runs' entries and records the project commit a run happens at: none of them changes a
+# verdict. The pathspecs are git's; they are
 # stored in the matrix so that the site compares an entry's commit against them.
 HARNESS_PATHS = ("reference", "conformance", ":(exclude)conformance/reports", ":(exclude)conformance/explorer",
                  ":(exclude)conformance/explore.py", ":(exclude)conformance/matrix.py")
@@ -89,7 +90,7 @@ def read(path: Path) -> dict:
 
 #: What a partial rerun records of its own run, under ``reruns``; the entry's other fields stay
 #: those of the last full run.
-RERUN_FIELDS = ("date", "project", "device", "policy", "v0_policy", "installed")
+RERUN_FIELDS = ("date", "project", "device", "python", "settings", "policy", "v0_policy", "installed")
 
 
 def filed(old: dict | None, new: dict, partial: bool) -> dict:
@@ -98,11 +99,11 @@ def filed(old: dict | None, new: dict, partial: bool) -> dict:
     last full run's fields (its project commit and date among them: the verdicts not listed under
     ``reruns`` were measured at that commit), so the site's freshness check never calls them
     current because some properties were rerun later; each rerun is listed under ``reruns`` with
-    its own commit, date, device, policy rows, packages and properties, and a property rerun again
-    leaves the earlier rerun's list. A rerun of every property, or onto an entry with no verdicts
-    (its environment could not be built), is filed as a full run."""
-    if not partial or old is None or old.get("build_error") or not old.get("properties") \
-            or set(new["properties"]) >= set(old["properties"]):
+    its own commit, date, device, Python, settings, policy rows, the vLLM, torch, triton and
+    torchcodec versions it ran with (``installed``) and its properties, and a property rerun again
+    leaves the earlier rerun's list. A rerun that covers every property of ``old``, which an entry
+    with no verdicts (its environment could not be built) always is, is filed as a full run."""
+    if not partial or old is None or set(new["properties"]) >= set(old.get("properties") or {}):
         return new
     rerun = {**{k: new.get(k) for k in RERUN_FIELDS}, "properties": sorted(new["properties"])}
     earlier = [{**r, "properties": [p for p in r["properties"] if p not in new["properties"]]}
@@ -162,8 +163,9 @@ def project_commit(entry: dict) -> str | None:
 
 
 def conflict(a: dict, b: dict) -> str | None:
-    """Why two entries of one release cannot both be true, or None if they agree: different
-    verdicts (a property's status, or a property only one of them has) or a different commit."""
+    """Why two entries of one release cannot both be true, or None if they agree: a different
+    commit, different ``--only`` reruns, one built and the other not, or different verdicts (a
+    property's status, or a property only one of them has)."""
     release = a["release"]
     if project_commit(a) != project_commit(b):
         return f"{release}: run at project commit {project_commit(a)} and at {project_commit(b)}"

@@ -127,6 +127,11 @@ def freshness(releases: dict[str, dict], root: Path, paths: list[str] | None) ->
     else:
         shared = None
         last_commit, last_day = last
+    excluded = [p[len(":(exclude)"):] for p in paths or [] if p.startswith(":(exclude)")]
+
+    def outside(path: str) -> bool:  # a changed file the paths exclude (recorded under older paths)
+        return any(path == x or path.startswith(x.rstrip("/") + "/") for x in excluded)
+
     def state(project: dict) -> tuple[str, str]:
         commit = project.get("commit")
         if shared is not None:
@@ -139,9 +144,10 @@ def freshness(releases: dict[str, dict], root: Path, paths: list[str] | None) ->
         if ancestor.returncode == 1:
             return ("stale", f"run at {commit[:10]}; the code of the reference or the harness changed after it, "
                              f"last at {last_commit[:10]} ({last_day})")
-        if project.get("dirty"):
+        changed = [f for f in project.get("changed") or [] if not outside(f)]
+        if project.get("dirty") and (changed or not project.get("changed")):
             return ("stale", f"run at {commit[:10]} with uncommitted changes to "
-                             f"{', '.join(project.get('changed') or ['the harness'])}")
+                             f"{', '.join(changed or ['the harness'])}")
         return ("current", f"run at {commit[:10]}, after the last change to the code of the "
                            f"reference and the harness ({last_commit[:10]}, {last_day})")
 

@@ -73,24 +73,30 @@ def test_merge_orders_releases_numerically_and_partial_runs_keep_other_verdicts(
 
 
 def test_a_partial_rerun_keeps_the_commit_the_other_verdicts_were_measured_at(vm):
-    """Catches: an --only rerun stamping the whole entry with its own commit, so that the site's
-    freshness check calls verdicts measured at an older harness current."""
-    def run(statuses, day, commit, **extra):
-        return {**entry("0.9.2", statuses), "date": day, "project": {"commit": commit}, "device": "cpu", **extra}
+    """Catches: an --only rerun stamping the whole entry with its own commit, device or packages, so
+    that the site's freshness check calls verdicts measured at an older harness current; a rerun
+    record filled from the old run; an earlier rerun dropped whole, or kept whole, when a later one
+    reruns some of its properties; a rerun of every property kept as a rerun."""
+    def run(statuses, day, commit):
+        return {**entry("0.9.2", statuses), "date": day, "project": {"commit": commit}, "device": f"cpu-{commit}",
+                "installed": [f"vllm from {commit}"]}
 
     def got():
         return json.loads(vm.MATRIX.read_text())["releases"]["0.9.2"]
 
     vm.merge(run({"a": "failed", "b": "passed", "c": "passed"}, "2026-12-01", "old"))
     vm.merge(run({"a": "passed"}, "2026-12-05", "new"), partial=True)
-    assert (got()["project"], got()["date"]) == ({"commit": "old"}, "2026-12-01")
-    assert got()["reruns"] == [{"date": "2026-12-05", "project": {"commit": "new"}, "device": "cpu",
-                                "policy": None, "v0_policy": None, "installed": None, "properties": ["a"]}]
-    # a property rerun again leaves the earlier rerun's list (an emptied rerun goes)
+    assert (got()["project"], got()["date"], got()["device"]) == ({"commit": "old"}, "2026-12-01", "cpu-old")
+    assert got()["reruns"] == [{"date": "2026-12-05", "project": {"commit": "new"}, "device": "cpu-new",
+                                "python": None, "settings": None, "policy": None, "v0_policy": None,
+                                "installed": ["vllm from new"], "properties": ["a"]}]
     vm.merge(run({"a": "passed", "b": "passed"}, "2026-12-06", "newer"), partial=True)
     assert [(r["project"]["commit"], r["properties"]) for r in got()["reruns"]] == [("newer", ["a", "b"])]
+    vm.merge(run({"b": "passed", "c": "passed"}, "2026-12-07", "newest"), partial=True)
+    assert [(r["project"]["commit"], r["properties"]) for r in got()["reruns"]] == [
+        ("newer", ["a"]), ("newest", ["b", "c"])]
     # a rerun of every property is a full run: no reruns, its own commit
-    vm.merge(run({"a": "passed", "b": "passed", "c": "passed"}, "2026-12-07", "full"), partial=True)
+    vm.merge(run({"a": "passed", "b": "passed", "c": "passed"}, "2026-12-08", "full"), partial=True)
     assert got()["project"] == {"commit": "full"} and "reruns" not in got()
 
 

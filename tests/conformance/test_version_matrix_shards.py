@@ -172,7 +172,7 @@ def test_project_state_names_the_commit_and_changes_to_the_harness(tmp_path):
         pytest.skip("git not installed")
     repo = tmp_path / "repo"
     for path in ("reference/a.py", "conformance/b.py", "conformance/reports/matrix.json", "docs/c.md",
-                 "conformance/explorer/page.py"):
+                 "conformance/explorer/page.py", "conformance/matrix.py"):
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text("x\n")
 
@@ -188,10 +188,28 @@ def test_project_state_names_the_commit_and_changes_to_the_harness(tmp_path):
     (repo / "conformance/reports/matrix.json").write_text("y\n")
     (repo / "docs/c.md").write_text("y\n")
     (repo / "conformance/explorer/page.py").write_text("y\n")
+    (repo / "conformance/matrix.py").write_text("y\n")  # files entries only: no verdict depends on it
     assert cm.project_state(repo)["dirty"] is False
     (repo / "reference/a.py").write_text("y\n")
     assert cm.project_state(repo)["changed"] == ["reference/a.py"]
     assert cm.project_state(tmp_path / "not-a-repo")["commit"] is None
+
+
+def test_merging_refuses_entries_with_different_reruns():
+    """Catches: two shard files whose --only reruns of one release ran at different commits merged,
+    one rerun silently dropped."""
+    a = {"release": "0.9.2", "project": {"commit": "c"}, "properties": {"x": {"status": "passed"}},
+         "reruns": [{"project": {"commit": "r1"}, "properties": ["x"]}]}
+    b = {**a, "reruns": [{"project": {"commit": "r2"}, "properties": ["x"]}]}
+    assert cm.conflict(a, a) is None
+    assert "reruns" in cm.conflict(a, b)
+
+
+def test_the_committed_matrix_names_the_current_harness_paths():
+    """Catches: a matrix that stores older harness paths than the code's, so the site judges its
+    verdicts' freshness against other files than the ones that decide them."""
+    committed = json.loads((Path(__file__).resolve().parents[2] / "conformance/reports/matrix.json").read_text())
+    assert committed["harness_paths"] == list(cm.HARNESS_PATHS)
 
 
 def test_hotfix_releases_are_accepted(vm):

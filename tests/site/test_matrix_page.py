@@ -226,6 +226,18 @@ def test_a_row_is_as_fresh_as_its_least_fresh_rerun(history) -> None:
     assert state == "stale" and why.startswith("the rerun of a.b:")
     releases["0.1.0"]["reruns"] = [{**rerun, "project": {"commit": head, "dirty": False}}]
     assert freshness(releases, repo, PATHS)["0.1.0"][0] == "current"
+    # a rerun recorded dirty only for files the paths exclude is clean
+    releases["0.1.0"]["reruns"] = [{**rerun, "project": {"commit": head, "dirty": True,
+                                                         "changed": ["conformance/reports/matrix.json"]}}]
+    assert freshness(releases, repo, PATHS)["0.1.0"][0] == "current"
+    # a rerun made before the last harness change is stale, however fresh the full run
+    first = git("rev-list", "--reverse", "HEAD").split()[0]
+    (repo / "conformance" / "x.py").write_text("changed again")
+    git("commit", "-qam", "harness change")
+    new_head = git("rev-parse", "HEAD").strip()
+    releases["0.1.0"]["project"] = {"commit": new_head, "dirty": False}
+    releases["0.1.0"]["reruns"] = [{**rerun, "project": {"commit": first, "dirty": False}}]
+    assert freshness(releases, repo, PATHS)["0.1.0"][0] == "stale"
 
 
 def test_without_git_freshness_is_unknown_not_guessed(tmp_path: Path, monkeypatch) -> None:
