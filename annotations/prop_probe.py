@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,8 +115,6 @@ def run(release: str | None = None) -> dict:
     if installed != release or release not in RELEASES:
         raise SystemExit(f"prop_probe: installed vLLM {installed}; the probe runs in the environment of a "
                          f"pinned release ({', '.join(RELEASES)}), and notes of {release} need that release")
-    import tempfile
-
     from hypothesis import settings
 
     from conformance import vllm_log

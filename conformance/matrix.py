@@ -26,10 +26,10 @@ ABOUT = ("Conformance verdicts per vLLM release, written by scripts/version-matr
          "(python -m conformance run inside each release's own environment, CPU only).")
 # What a verdict depends on in this project: the reference and the harness. The reports
 # (conformance/reports, the matrix among them) are written by the runs, and the trace explorer
-# (conformance/explorer, conformance/explore.py) only displays saved traces, and this module
-# files the runs' entries and records the project commit a run happens at: none of them changes a
-# verdict. The pathspecs are git's; they are
-# stored in the matrix so that the site compares an entry's commit against them.
+# (conformance/explorer, conformance/explore.py) only displays saved traces, and this module files
+# the runs' entries and records the project commit a run happens at: none of them changes a
+# verdict. The pathspecs are git's; they are stored in the matrix so that the site compares an
+# entry's commit against them.
 HARNESS_PATHS = ("reference", "conformance", ":(exclude)conformance/reports", ":(exclude)conformance/explorer",
                  ":(exclude)conformance/explore.py", ":(exclude)conformance/matrix.py")
 
