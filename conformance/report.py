@@ -50,6 +50,17 @@ def target_description() -> dict:
     return {"installed": target.installed, "driven_as": target.release, "exact": target.exact, "note": target.note}
 
 
+def progress_line(prefix: str, done: int, asked: int, elapsed_s: float) -> str:
+    """A property's progress line after ``done`` examples started, of ``asked`` to be kept.
+
+    Hypothesis stops after ``asked`` examples it keeps; it also starts examples that it then
+    discards (a draw that ran past its data, a rule with no valid choice), so ``done`` can pass
+    ``asked``: the line says so rather than print a fraction above one."""
+    count = f"{done}/{asked} examples" if done <= asked else \
+        f"{done} examples started ({asked} to keep; Hypothesis discards some it starts)"
+    return f"{prefix}: {count} ({elapsed_s:.0f} s)"
+
+
 def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int | None = None,
         out=None, required: list[str] | None = None, vllm_log_path: Path | None = None) -> dict:
     """Run the selected properties (all when ``names`` is empty); return the report dict.
@@ -104,8 +115,7 @@ def run(names: list[str] | None, examples: int, steps: int, kernel_examples: int
 
         def progress(done: int, prefix=prefix, t0=t0, n=n) -> None:
             if done % max(1, n // 10) == 0:
-                print(f"{prefix}: {done}/{n} examples ({time.perf_counter() - t0:.0f} s)",
-                      file=out, flush=True)
+                print(progress_line(prefix, done, n, time.perf_counter() - t0), file=out, flush=True)
 
         entry = {"name": prop.name, "checks": prop.checks, "required": prop.name in required}
         try:

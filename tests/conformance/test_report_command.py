@@ -158,3 +158,19 @@ def test_require_refuses_unknown_or_unselected_names(monkeypatch):
                   Property("demo.b", "y", lambda e, s, progress=None: Result(True, e)))
     with pytest.raises(SystemExit, match="required but not selected: demo.b"):
         report.run(["demo.a"], 1, 1, required=["demo.b"])
+
+
+def test_progress_past_the_asked_examples_is_not_a_fraction_above_one(monkeypatch, capsys):
+    """Catches: a progress line that reads "220/200 examples" when Hypothesis starts examples it
+    later discards (a user reads it as a run past its end, or a wrong count)."""
+    def many(n, steps, progress=None):
+        for done in range(1, n + n // 4 + 1):
+            progress(done)
+        return Result(True, n, n * steps, "fine")
+
+    fake_registry(monkeypatch, Property("demo.many", "x", many))
+    report.run(None, examples=20, steps=1, kernel_examples=1)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[1/1] demo.many: ")]
+    assert "[1/1] demo.many: 20/20 examples" in "\n".join(lines)
+    assert any("24 examples started (20 to keep" in ln for ln in lines)
+    assert not any("22/20" in ln or "24/20" in ln for ln in lines)
