@@ -305,9 +305,10 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
         body, links, link_lines = _split_links(path, index + 1, lines[index + 1 : stop])
         reach = None
         if links["reach"]:
-            included |= serving_definitions.names_used("\n".join(links["reach"]))
+            values, numbers = _with_header_routes(path, header, lines, note_id, links["reach"], link_lines["reach"])
+            included |= serving_definitions.names_used("\n".join(values))
             reach = _routes(
-                path, header["version"], links["reach"], link_lines["reach"], definitions,
+                path, header["version"], values, numbers, definitions,
                 where=f"the reach line of note {note_id!r}", combine_prefix=f"note {note_id!r}: ",
             )
         later = _parse_later(path, index + 1, note_id, links["later"])
@@ -366,6 +367,30 @@ def _header_line(lines: list[str], key: str, number: int = 0) -> int:
     """The 1-based line of the header's ``number``-th (0-based) ``key:`` line."""
     found = [i + 1 for i, t in enumerate(lines) if t.startswith(key + ":")]
     return found[min(number, len(found) - 1)] if found else 1
+
+
+#: A note's ``- reach:`` value that stands for every route of its file's ``reach`` header, so that a
+#: note can add routes to the header's without writing them out again.
+HEADER_ROUTES = "the header's routes"
+
+
+def _with_header_routes(
+    path: Path, header: dict[str, str], lines: list[str], note_id: str, values: list[str], numbers: list[int]
+) -> tuple[list[str], list[int]]:
+    """A note's reach values with :data:`HEADER_ROUTES` replaced by the header's own lines."""
+    out: list[str] = []
+    out_numbers: list[int] = []
+    for value, number in zip(values, numbers, strict=True):
+        if value.strip() != HEADER_ROUTES:
+            out.append(value)
+            out_numbers.append(number)
+            continue
+        if "reach" not in header:
+            raise AnnotationFormatError(path, number, f"note {note_id!r} names {HEADER_ROUTES!r}, but the file has no reach header")
+        header_values = header["reach"].split("\n")
+        out.extend(header_values)
+        out_numbers.extend(_header_line(lines, "reach", index) for index in range(len(header_values)))
+    return out, out_numbers
 
 
 def _header_routes(

@@ -227,3 +227,18 @@ def test_a_bad_reach_line_is_named_by_its_own_line(toy):
     with pytest.raises(AnnotationFormatError, match="'reachd' is unknown") as err:
         parse_text("x.md", text)
     assert text.split("\n")[err.value.line - 1] == "- reach: reachd"
+
+
+def test_a_note_adds_routes_to_the_header_routes(toy):
+    """Catches: a note that writes "the header's routes" beside a route of its own losing the
+    header's routes (its badges would show only the added one), keeping the literal text as a
+    route, or being accepted in a file with no reach header to stand for."""
+    text = toy.text(_notes({"ring.push": "the header's routes"}), reach="setting `a=1`: one", serving="toy serving")
+    text = text.replace("- reach: the header's routes", "- reach: the header's routes\n- reach: setting `big=1`: more")
+    af = parse_text("x.md", text)
+    assert [r.setting for r in af.note("ring.push").reach.routes] == ["`a=1`", "`big=1`"]
+    with pytest.raises(AnnotationFormatError, match="given twice"):
+        parse_text("x.md", text.replace("setting `big=1`: more", "setting `a=1`: one"))
+    bare = toy.text(_notes({"ring.push": "the header's routes"}), serving="toy serving")
+    with pytest.raises(AnnotationFormatError, match="no reach header"):
+        parse_text("x.md", bare)
