@@ -77,7 +77,7 @@ INITIAL: dict[type, dict[str, object]] = {
         none_hash_at_import=True, usage_excludes_null_block=False, caching_off_frees_to_front=True,
         single_kv_cache_group=True, pool_key_has_group_id=False, admission_counts_null_blocks=True,
         free_reversed_without_caching=False, lookahead_capped_at_admission=False,
-        delay_cache_blocks_supported=False, cache_salt_supported=False),
+        delay_cache_blocks_supported=False, cache_salt_supported=False, retention_interval_supported=False),
     V0Policy: dict(str_none_parent_hash=False, evictor_heap=False, extra_hash_in_page_hash=False,
                    cached_tokens_tracker=False),
     V1Api: dict(
@@ -392,6 +392,21 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "v0.29.0 vllm/v1/core/kv_cache_utils.py:109 (DEFAULT_NONE_HASH_SEED), 118-131 "
         "(resolve_none_hash_seed; the xxhash seed at 129-130), 147-159 (init_none_hash)",
         ("v0.33.0/vllm/v1/core/kv_cache_utils.py#kv_cache_utils.none_hash",)),
+    Change(
+        "retention_interval_supported", "0.29.0", True,
+        "the KV-cache config carries prefix_cache_retention_interval: with a value other than None "
+        "a sliding-window group registers only the blocks a later hit can use, the window's tail "
+        "before the prompt's replay boundary and before the shared-prefix boundary the lookup "
+        "found (and, with k > 0, at the end of every k-token segment); the engine fills it from "
+        "CacheConfig, whose default is 0.",
+        "a sliding-window hit needs only the window's last blocks before the hit, so caching every "
+        "block fills the pool with entries no lookup can use.",
+        "v0.29.0 vllm/v1/kv_cache_interface.py:1223 (the field), "
+        "v0.29.0 vllm/v1/core/kv_cache_coordinator.py:158 (read), "
+        "v0.29.0 vllm/v1/core/single_type_kv_cache_manager.py:432-482, 1010-1069 (cache_blocks, the mask); "
+        "before: v0.28.0 vllm/v1/core/kv_cache_coordinator.py:154 (from 0.23.0 the interval came from "
+        "VLLM_PREFIX_CACHE_RETENTION_INTERVAL, unset by default: dense; the machines do not set it)",
+        ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.swa.reachable_block_mask",)),
     Change(
         "lora_extra_key", "0.11.1", "name",
         "a LoRA adapter enters a block hash by its name instead of its integer id.",

@@ -100,7 +100,7 @@ CONFIG_FIELDS: dict[str, Fields] = {
     "v1": Fields(
         required={"policy": STR, "block_size": INT, "num_blocks": INT, "groups": LIST, "max_model_len": INT},
         optional={"enable_caching": BOOL, "hash_fn": STR, "pythonhashseed": STR_OR_NULL, "entropy": HEX,
-                  "watermark": NUMBER, "peer": STR_OR_NULL},
+                  "watermark": NUMBER, "retention_interval": INT_OR_NULL, "peer": STR_OR_NULL},
     ),
 }
 

@@ -82,6 +82,7 @@ class ReferenceV1System(V1Ops):
             pythonhashseed=config.pythonhashseed,
             entropy=lambda n: entropy[:n],
             watermark=config.watermark,
+            retention_interval=config.retention_interval,
         )
         self.pending_hits: dict[str, ComputedBlocks] = {}
         self.ops = dispatch_table(self)

@@ -167,6 +167,10 @@ class VllmV1System(V1Ops):
             return SingleGroupManager(self._build_flat_manager(), self.version)
         groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config.groups)]
         tensors = {"tensors": {}} if self.api.kv_config_tensors_dict else {"kv_cache_tensors": []}
+        if self.config.retention_interval is not None:  # else the config class's own default, None
+            if "prefix_cache_retention_interval" not in inspect.signature(self.KVCacheConfig).parameters:
+                raise NotApplicable(f"vLLM {self.version}'s KVCacheConfig has no prefix_cache_retention_interval")
+            tensors["prefix_cache_retention_interval"] = self.config.retention_interval
         kv_config = self.KVCacheConfig(num_blocks=self.config.num_blocks, kv_cache_groups=groups, **tensors)
         kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.enable_caching)
         if self.api.manager_hash_block_size_arg:
@@ -271,6 +275,8 @@ class VllmV1System(V1Ops):
         request = self._request(op["req"])
         found = self.manager.get_computed_blocks(request)
         blocks, length = found[0], found[1]
+        if len(found) > 2:  # the scheduler keeps the shared-prefix boundary on the request (0.26.0 on)
+            request.shared_prefix_boundary = found[2]
         self.pending_hits[op["req"]] = (blocks, length, self.stamp)
         return {"block_ids": [list(ids) for ids in blocks.get_block_ids()], "num_computed_tokens": length}
 

@@ -73,6 +73,9 @@ def long_v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = No
         pythonhashseed=None,
         entropy="5e" * 32,
         watermark=draw(st.sampled_from([0.0, 0.01])) if policy.watermark_supported else 0.0,
+        # the engine's default 0 (only the window's tails before the reachable boundaries) or dense
+        retention_interval=draw(st.sampled_from([None, 0]))
+        if sliding and policy.retention_interval_supported else None,
         peer=peer,
     )
 
@@ -168,7 +171,8 @@ PROPERTIES = [
         name="v1.long_context",
         checks=("the v1.lifecycle / v1.sliding_window comparison at real sizes: prompts of 4k-128k "
                 "tokens (up to 8,192 blocks of 16 per request), pools of up to 100,001 blocks per "
-                "group, windows of 512 + every residue of the block size, groups in every order"),
+                "group, windows of 512 + every residue of the block size, groups in every order, "
+                "dense or (from 0.29.0) the engine's default sparse retention"),
         run=_run(V1LongContextMachine),
         needs="vLLM's V1 KVCacheManager",
     ),

@@ -6,7 +6,8 @@ chunked prefill of random sizes, decode steps with lookahead slots, preemption a
 finishing, prefix-cache resets and targeted evictions, on pools small enough that allocations
 fail and cached blocks are evicted. Configs vary the block size, the groups (full attention,
 sliding window, both), caching on/off, both hash functions, the NONE_HASH seed, cache salts,
-LoRA adapters and (v0.33.0) the watermark. After every op the engine compares the outcome and
+LoRA adapters, (v0.33.0) the watermark and (from 0.29.0, with a sliding window) the prefix-cache
+retention interval. After every op the engine compares the outcome and
 the whole snapshot (block tables, free-queue order, every block's ref count and hash, the
 prefix-cache map, request hashes).
 
@@ -73,7 +74,7 @@ def accepted_layout(groups: tuple[V1Group, ...], block_size: int, enable_caching
 
 @st.composite
 def v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -> V1Config:
-    """A lockstep config: pool, groups, caching, hashing and watermark settings."""
+    """A lockstep config: pool, groups, caching, hashing, watermark and retention settings."""
     block_size = draw(st.sampled_from([2, 4]))
     enable_caching = draw(st.sampled_from([True, True, True, False]))
     full = FULL
@@ -91,6 +92,11 @@ def v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -
         groups = draw(st.sampled_from([g for g in layouts if accepted_layout(g, block_size, enable_caching, policy)]))
     else:
         groups = (full,)
+    retention = None  # dense: every full block of a sliding-window group cached
+    if policy.retention_interval_supported and any(g.window is not None for g in groups):
+        # the engine's default 0 (only the window's tail before each reachable boundary), or a
+        # tail every k tokens (a multiple of the block size; from 2 blocks on, one may cover it)
+        retention = draw(st.sampled_from([None, 0, 0, block_size, 2 * block_size, 4 * block_size]))
     tight = draw(st.booleans())
     per_group = draw(st.integers(2, 5) if tight else st.integers(6, 12))
     return V1Config(
@@ -104,6 +110,7 @@ def v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -
         pythonhashseed=draw(st.sampled_from([None, "0", "1234"])),
         entropy=draw(st.sampled_from(["5e" * 32, "a1" * 32])),
         watermark=draw(st.sampled_from([0.0, 0.0, 0.25])) if policy.watermark_supported else 0.0,
+        retention_interval=retention,
         peer=peer,
     )
 
@@ -381,8 +388,9 @@ PROPERTIES = [
         name="v1.sliding_window",
         checks=(
             "The same lockstep comparison on configs with a sliding-window group (alone, or with "
-            "full attention in either order), covering window release to null blocks and "
-            "right-to-left sliding-window prefix hits."
+            "full attention in either order), covering window release to null blocks, "
+            "right-to-left sliding-window prefix hits and (from 0.29.0) the blocks a retention "
+            "interval of None, 0 or one to four blocks leaves in the prefix cache."
         ),
         run=lambda examples, steps, progress=None: run_machine(V1SlidingWindowMachine, examples, steps, progress),
         needs="a vLLM with the V1 KVCacheManager, SlidingWindowSpec and a V1 policy in conformance/versions.py",

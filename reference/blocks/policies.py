@@ -289,6 +289,20 @@ class V1Policy:
     #   v0.8.3 vllm/v1/core/kv_cache_manager.py:130-148 (the last hash popped)
     lookup_leaves_last_token: bool
 
+    # Whether a sliding-window group honours a prefix-cache retention interval (the KV-cache
+    # config's prefix_cache_retention_interval). None keeps every full block cached (dense).
+    # 0 caches only the window's tail before each reachable boundary: the prompt's replay
+    # boundary (num_prompt_tokens - 1) and the request's shared-prefix boundary (where its last
+    # lookup found a longer hit in another group than the agreed one). k > 0 also caches the
+    # window's tail at the end of every k-token segment. A mask over the blocks being cached
+    # says which are registered; the others stay out of the prefix cache.
+    #   v0.33.0 vllm/v1/core/single_type_kv_cache_manager.py:477-542 (cache_blocks), 1066-1146 (the mask)
+    #   v0.33.0 vllm/v1/core/kv_cache_coordinator.py:65-89 (replay boundaries), 935-941 (uncached prefix)
+    #   v0.33.0 vllm/v1/core/kv_cache_manager.py:318-328 (shared_prefix_boundary)
+    # False (before 0.29.0): the KV-cache config has no such field (0.23.0-0.28.x read the
+    # interval from VLLM_PREFIX_CACHE_RETENTION_INTERVAL, unset by default: dense).
+    retention_interval_supported: bool
+
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:
             raise ValueError(f"lora_extra_key must be one of {LORA_EXTRA_KEYS}, not {self.lora_extra_key!r}")

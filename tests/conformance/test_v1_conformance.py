@@ -165,6 +165,7 @@ FIELD_SCENARIOS = {
         add("a", [1, 2, 3]), alloc("a", 3), add("b", [1, 2, 3]),
         {"op": "get_computed_blocks", "req": "b"}, alloc("b", 0, True)]),
     "watermark_supported": (cfg(watermark=0.25), [add("a", [1] * 18), alloc("a", 18)]),
+    "retention_interval_supported": (cfg(groups=SW, retention_interval=0), [add("a", [1, 2, 3, 4, 5]), alloc("a", 5)]),
     "evict_blocks_supported": (cfg(), [{"op": "evict_blocks", "block_ids": [1]}]),
     "cache_full_blocks_skips_null": (cfg(groups=SW), [
         add("a", [1, 2, 1, 2, 1, 2, 1]), {**alloc("a", 4), "delay_cache_blocks": True}, alloc("a", 3)]),
@@ -233,6 +234,7 @@ def test_policy_field_changes_an_observable_outcome(field):
                                         "cache_salt_supported")}}.get(field, V1_V0_10_2)
     flipped = dataclasses.replace(base, **{field: getattr(flip_to, field)})
     refused_at_construction = {"watermark_supported": "watermark",  # v0.10.2 has no watermark
+                               "retention_interval_supported": "retention interval",  # nor this setting
                                "hybrid_groups_any_layout": "refuses these groups",  # nor [sw, full, sw]
                                "hybrid_layout_checked_without_caching": "refuses these groups",  # 0.9.2
                                "single_kv_cache_group": "one KV-cache group only",  # 0.8.5

@@ -101,15 +101,19 @@ class BlockPool:
         num_cached_blocks: int,
         num_full_blocks: int,
         group_id: int,
+        mask: Sequence[bool] | None = None,
     ) -> None:
         """Register ``blocks[num_cached_blocks:num_full_blocks]`` under the request's hashes.
 
         Null blocks in the range (slots a sliding window already released) are skipped, unless
-        the policy caches them like any block (``cache_full_blocks_skips_null``).
+        the policy caches them like any block (``cache_full_blocks_skips_null``), and so are the
+        blocks ``mask`` (one flag per block of the range) leaves out.
         """
         for index in range(num_cached_blocks, num_full_blocks):
             block = blocks[index]
             if block.is_null and self.policy.cache_full_blocks_skips_null:
+                continue
+            if mask is not None and not mask[index - num_cached_blocks]:
                 continue
             key = self.group_key(block_hashes[index], group_id)
             if block.block_hash == key:

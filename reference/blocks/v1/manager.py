@@ -59,6 +59,29 @@ class ComputedBlocks:
         return tuple([b.block_id for b in group] for group in self.blocks)
 
 
+def retention_interval_problem(interval: int | None, groups: Sequence[GroupSpec], policy: V1Policy) -> str | None:
+    """Why vLLM would refuse this prefix-cache retention interval (None: it accepts it).
+
+    None (dense) is always accepted. A release without the setting (``retention_interval_supported``)
+    takes nothing else. A model without a sliding-window group accepts only 0; otherwise the
+    interval must be a non-negative multiple of the block size (the scheduler's block size, equal
+    here). (v0.33.0 vllm/v1/core/kv_cache_coordinator.py:33-62)
+    """
+    if interval is None:
+        return None
+    if not policy.retention_interval_supported:
+        return f"vLLM {policy.name} has no prefix-cache retention interval"
+    if not isinstance(interval, int) or isinstance(interval, bool):
+        return f"the retention interval must be an int or None, got {interval!r}"
+    if not any(isinstance(spec, SlidingWindow) for spec in groups):
+        return None if interval == 0 else \
+            f"retention interval {interval} set, but no group has a sliding window (only 0 is accepted)"
+    block_size = groups[0].block_size
+    if interval < 0 or interval % block_size:
+        return f"retention interval {interval} must be a non-negative multiple of the block size {block_size}"
+    return None
+
+
 class KVCacheManager:
     """Page management for one model's KV cache: a block pool shared by one or more groups."""
 
@@ -74,6 +97,7 @@ class KVCacheManager:
         pythonhashseed: str | None = None,
         entropy: Callable[[int], bytes] = os.urandom,
         watermark: float = 0.0,
+        retention_interval: int | None = None,
     ) -> None:
         if not isinstance(policy, V1Policy):
             raise InvalidArgument(f"policy must be a V1Policy (conformance.changelog.v1_policy_at computes any release's), got {policy!r}")
@@ -85,6 +109,9 @@ class KVCacheManager:
             raise InvalidArgument(f"max_model_len must be a positive int, got {max_model_len!r}")
         if watermark < 0 or (watermark and not policy.watermark_supported):
             raise InvalidArgument(f"watermark {watermark!r} is not available under policy {policy.name}")
+        retention = retention_interval_problem(retention_interval, groups, policy)
+        if retention:
+            raise InvalidArgument(retention)
         layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout,
                                        policy.hybrid_needs_distinct_specs,
                                        policy.hybrid_layout_checked_without_caching,
@@ -105,6 +132,7 @@ class KVCacheManager:
         self.none_hash = derive_none_hash(fn, policy, pythonhashseed, entropy)
         self.hasher = BlockHasher(self.block_size, fn, self.none_hash, policy)
         self.watermark_blocks = int(watermark * num_blocks)
+        self.retention_interval = retention_interval
         self.requests: dict[str, RequestState] = {}
         self._no_hit: tuple[tuple[KVBlock, ...], ...] = tuple(() for _ in self.groups)
         self._stamp = 0  # bumped by every accepted state change; dates ComputedBlocks
@@ -162,13 +190,17 @@ class KVCacheManager:
         0.8.3, ``lookup_leaves_last_token``, every token: the scheduler dropped the last block)."""
         state = self._request(request_id)
         if not self.enable_caching:
+            state.shared_prefix_boundary = 0
             return ComputedBlocks(request_id, tuple(() for _ in self.groups), 0, self._stamp)
         if not self.policy.hashes_on_request and not state.block_hashes:
             # Before 0.10.1 the first lookup hashes every full block the request has by now; the
             # list is then only extended as blocks are cached (even if tokens arrive meanwhile).
             state.block_hashes = self.hasher.new_hashes([], state.token_ids, state.cache_salt, state.lora)
         limit = state.num_tokens - 1 if self.policy.lookup_leaves_last_token else state.num_tokens
-        hit, length = longest_cache_hit(self.groups, state.block_hashes, limit)
+        hit, length, uncached = longest_cache_hit(self.groups, state.block_hashes, limit)
+        # The scheduler pins the end of a shared prefix some group did not cache yet, so that a
+        # sparse-retention group caches the window's tail there (v0.33.0 vllm/v1/core/kv_cache_manager.py:318-328).
+        state.shared_prefix_boundary = length + uncached if uncached else 0
         return ComputedBlocks(request_id, tuple(tuple(g) for g in hit), length, self._stamp)
 
     def allocate_slots(
@@ -228,8 +260,11 @@ class KVCacheManager:
             # Before 0.10.1 caching hashes the blocks it caches that have no hash yet.
             state.block_hashes.extend(self.hasher.new_hashes(
                 state.block_hashes, state.token_ids, state.cache_salt, state.lora, end=num_to_cache))
+        boundaries = [state.num_prompt_tokens - 1]  # the replay boundary: a resent prompt's hit ends there
+        if state.shared_prefix_boundary:
+            boundaries.append(state.shared_prefix_boundary)
         for group in self.groups:
-            group.cache_blocks(request_id, state.block_hashes, num_to_cache)
+            group.cache_blocks(request_id, state.block_hashes, num_to_cache, self.retention_interval, boundaries)
         return new_blocks
 
     def mark_computed(self, request_id: str, num_tokens: int) -> None:

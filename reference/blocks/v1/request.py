@@ -35,6 +35,9 @@ class RequestState:
     block_hashes: list[bytes] = field(default_factory=list)
     num_computed_tokens: int = 0
     status: RequestStatus = RequestStatus.WAITING
+    # The end of the shared prefix the last lookup found cached in one group but not in all
+    # (the hit plus the uncached shared prefix; 0 when there is none).
+    shared_prefix_boundary: int = 0
 
     @property
     def num_tokens(self) -> int:

@@ -10,6 +10,8 @@ window with the null block. This module holds those tables and the group-specifi
   :func:`sliding_window_hit`);
 * how many new blocks an allocation needs, counting hit blocks that are currently free
   (reviving them takes them out of the free pool just like a fresh allocation would).
+* which full blocks a sliding-window group registers in the prefix cache under a retention
+  interval (:func:`retained_window_blocks`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,38 @@ def sliding_window_hit(
         for blocks in hit:
             del blocks[run:]
     return hit, len(hit[0]) * block_size
+
+
+def retained_window_blocks(
+    start: int, end: int, spec: SlidingWindow, retention_interval: int | None, boundaries: Sequence[int]
+) -> list[bool] | None:
+    """Which of the full blocks ``start .. end - 1`` a sliding-window group registers (None: all).
+
+    A sliding-window hit of length ``L`` uses only the ``need = cdiv(window - 1, block_size)``
+    blocks that end at ``L``, and ``L`` is a multiple of the block size. ``retention_interval``
+    None (dense) keeps the tail before every block boundary, that is every block. ``0`` keeps only
+    the ``need`` blocks that end at each reachable boundary rounded down to a block: the prompt's
+    replay boundary and the request's shared-prefix boundary. ``k > 0`` (a multiple of the block
+    size) also keeps the last ``need`` blocks of every ``k``-token segment; once ``need`` covers a
+    whole segment every block is kept.
+    """
+    block_size = spec.block_size
+    need = cdiv(spec.window - 1, block_size)
+    mask = [False] * (end - start)
+    segment = block_size if retention_interval is None else (retention_interval or None)
+    if segment is not None:
+        per_segment = segment // block_size
+        if need >= per_segment:
+            return None
+        for index in range(start, end):
+            if index % per_segment >= per_segment - need:
+                mask[index - start] = True
+    if retention_interval is not None:
+        for boundary in boundaries:
+            last = boundary // block_size  # the blocks before the boundary, rounded down to a block
+            for index in range(max(start, last - need), min(end, last)):
+                mask[index - start] = True
+    return mask
 
 
 class GroupManager:
@@ -196,15 +230,26 @@ class GroupManager:
         table.extend(fresh)
         return fresh
 
-    def cache_blocks(self, request_id: str, block_hashes: Sequence[bytes], num_tokens: int) -> None:
-        """Register every full block among the first ``num_tokens`` tokens in the prefix cache."""
+    def cache_blocks(self, request_id: str, block_hashes: Sequence[bytes], num_tokens: int,
+                     retention_interval: int | None = None, boundaries: Sequence[int] = ()) -> None:
+        """Register the full blocks among the first ``num_tokens`` tokens in the prefix cache.
+
+        Every one, except in a sliding-window group under a release that honours a retention
+        interval (``retention_interval_supported``): then only those
+        :func:`retained_window_blocks` keeps for the interval and the reachable ``boundaries``.
+        Either way the blocks up to ``num_tokens`` count as cached and are not looked at again.
+        """
         if not self.enable_caching:
             return
         num_cached = self.num_cached_block.get(request_id, 0)
         num_full = min(num_tokens, len(block_hashes) * self.block_size) // self.block_size
         if num_cached >= num_full:
             return
-        self.pool.cache_full_blocks(block_hashes, self.req_to_blocks[request_id], num_cached, num_full, self.group_id)
+        mask = None
+        if isinstance(self.spec, SlidingWindow) and self.pool.policy.retention_interval_supported:
+            mask = retained_window_blocks(num_cached, num_full, self.spec, retention_interval, boundaries)
+        self.pool.cache_full_blocks(block_hashes, self.req_to_blocks[request_id], num_cached, num_full,
+                                    self.group_id, mask)
         self.num_cached_block[request_id] = num_full
 
     def free(self, request_id: str) -> None:
