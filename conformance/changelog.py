@@ -77,7 +77,8 @@ INITIAL: dict[type, dict[str, object]] = {
         none_hash_at_import=True, usage_excludes_null_block=False, caching_off_frees_to_front=True,
         single_kv_cache_group=True, pool_key_has_group_id=False, admission_counts_null_blocks=True,
         free_reversed_without_caching=False, lookahead_capped_at_admission=False,
-        delay_cache_blocks_supported=False, cache_salt_supported=False, retention_interval_supported=False),
+        delay_cache_blocks_supported=False, cache_salt_supported=False, retention_interval_supported=False,
+        full_sequence_admission=False),
     V0Policy: dict(str_none_parent_hash=False, evictor_heap=False, extra_hash_in_page_hash=False,
                    cached_tokens_tracker=False),
     V1Api: dict(
@@ -407,6 +408,21 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "before: v0.28.0 vllm/v1/core/kv_cache_coordinator.py:154 (from 0.23.0 the interval came from "
         "VLLM_PREFIX_CACHE_RETENTION_INTERVAL, unset by default: dense; the machines do not set it)",
         ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.swa.reachable_block_mask",)),
+    Change(
+        "full_sequence_admission", "0.26.0", True,
+        "allocate_slots takes full_sequence_must_fit and the manager max_in_flight_tokens: with the "
+        "flag, the blocks the request's whole current sequence needs (a sliding-window group "
+        "counting at most its window plus the in-flight tokens, in blocks, plus one), with the "
+        "watermark, must be free, or the call returns None before releasing any page.",
+        "admitting a request whose first chunk fits but whose whole prompt does not leads to "
+        "preemptions later in its prefill; the cap keeps sliding-window requests, which recycle "
+        "their blocks, from being refused for blocks they will never hold at once.",
+        "v0.26.0 vllm/v1/core/kv_cache_manager.py:121, 135-136 (max_in_flight_tokens), "
+        "v0.26.0 vllm/v1/kv_cache_interface.py:567-588 (the sliding window's cap); "
+        "before: v0.25.0 vllm/v1/kv_cache_interface.py:546-566 (the cap counts "
+        "max_num_batched_tokens), v0.20.2 vllm/v1/core/kv_cache_manager.py:225-263 "
+        "(can_fit_full_sequence)",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots",)),
     Change(
         "lora_extra_key", "0.11.1", "name",
         "a LoRA adapter enters a block hash by its name instead of its integer id.",

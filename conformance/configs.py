@@ -130,6 +130,9 @@ class V1Config(TraceConfig):
     watermark: float = 0.0
     # the KV-cache config's prefix_cache_retention_interval (None: dense; reference.blocks.policies)
     retention_interval: int | None = None
+    # the manager's max_in_flight_tokens (None: max_model_len), which caps a sliding window's blocks
+    # in the whole-sequence admission check
+    max_in_flight_tokens: int | None = None
     peer: str | None = None  # "reference": the reference is paired with a second reference, not vLLM
 
     def __post_init__(self) -> None:
@@ -153,7 +156,8 @@ class V1Config(TraceConfig):
         return bytes.fromhex(self.entropy)
 
     def to_json(self) -> dict[str, Any]:
-        """The trace file's ``config`` object (``retention_interval`` and ``peer`` only when set)."""
+        """The trace file's ``config`` object (``retention_interval``, ``max_in_flight_tokens`` and ``peer``
+        only when set)."""
         out: dict[str, Any] = {
             "policy": self.policy.name, "block_size": self.block_size, "num_blocks": self.num_blocks,
             "groups": [g.to_json() for g in self.groups], "max_model_len": self.max_model_len,
@@ -161,6 +165,8 @@ class V1Config(TraceConfig):
             "pythonhashseed": self.pythonhashseed, "entropy": self.entropy, "watermark": self.watermark}
         if self.retention_interval is not None:
             out["retention_interval"] = self.retention_interval
+        if self.max_in_flight_tokens is not None:
+            out["max_in_flight_tokens"] = self.max_in_flight_tokens
         if self.peer is not None:
             out["peer"] = self.peer
         return out
@@ -175,7 +181,8 @@ class V1Config(TraceConfig):
             max_model_len=raw["max_model_len"], enable_caching=raw.get("enable_caching", True),
             hash_fn=raw.get("hash_fn", "sha256"), pythonhashseed=raw.get("pythonhashseed"),
             entropy=raw.get("entropy", DEFAULT_ENTROPY), watermark=raw.get("watermark", 0.0),
-            retention_interval=raw.get("retention_interval"), peer=raw.get("peer"))
+            retention_interval=raw.get("retention_interval"), max_in_flight_tokens=raw.get("max_in_flight_tokens"),
+            peer=raw.get("peer"))
 
 
 __all__ = ["DEFAULT_ENTROPY", "FULL", "PEERS", "TraceConfig", "V0Config", "V1Config", "V1Group", "V1_GROUP_KINDS"]

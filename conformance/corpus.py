@@ -28,7 +28,9 @@ def retargeted(trace: dict, policy: str) -> dict:
 
     The ops are scheduler calls every V1 release accepts; the ``expect`` entries pin what one
     release's own test asserts, so they are dropped: the replay compares the reference (under
-    ``policy``) with the installed vLLM step by step, as the machines do.
+    ``policy``) with the installed vLLM step by step, as the machines do. A retention interval, an
+    in-flight token count and the whole-sequence admission flag are dropped where the release
+    has none of them (``retention_interval_supported``, ``full_sequence_admission``).
     """
     from conformance.changelog import policy_named
     from reference.blocks.v1.hashing import hash_function_names
@@ -38,10 +40,27 @@ def retargeted(trace: dict, policy: str) -> dict:
     # A hash function the release lacks (sha256_cbor before 0.10.2) becomes sha256, which every
     # release from 0.8.3 has (0.8.0-0.8.2 hash with the builtin hash only): the ops find the same
     # hits under any collision-free hash.
-    offered = hash_function_names(policy_named(policy))
+    target = policy_named(policy)
+    offered = hash_function_names(target)
     if out["config"].get("hash_fn", "sha256") not in offered:
         out["config"]["hash_fn"] = "sha256" if "sha256" in offered else offered[0]
+    # Settings the release does not have are left out: its manager would refuse them.
+    if not target.retention_interval_supported:
+        out["config"].pop("retention_interval", None)
+    if not target.full_sequence_admission:
+        out["config"].pop("max_in_flight_tokens", None)
+        out["ops"] = [{k: v for k, v in op.items() if k != "full_sequence_must_fit"} for op in out["ops"]]
     return out
+
+
+def layout_accepted(trace: dict) -> bool:
+    """Does the release a retargeted V1 trace names accept its KV-cache groups? (0.8.x takes one
+    group; 0.10.2's hybrid coordinator refuses some layouts: ``accepted_layout``.)"""
+    from conformance.configs import V1Config
+    from conformance.machines.v1 import accepted_layout
+
+    config = V1Config.from_json(trace["config"])
+    return accepted_layout(config.groups, config.block_size, config.enable_caching, config.policy)
 
 
 def installed_v0_policy() -> str | None:
@@ -121,6 +140,9 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
                 continue
             seen_ops.add(key)
             trace = retargeted(trace, policy)
+            if not layout_accepted(trace):
+                skip(path, f"groups {policy} refuses")
+                continue
         elif recorded is not None and recorded != policy:
             skip(path, f"recorded for {recorded}; installed: {policy}")
             continue

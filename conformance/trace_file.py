@@ -100,7 +100,8 @@ CONFIG_FIELDS: dict[str, Fields] = {
     "v1": Fields(
         required={"policy": STR, "block_size": INT, "num_blocks": INT, "groups": LIST, "max_model_len": INT},
         optional={"enable_caching": BOOL, "hash_fn": STR, "pythonhashseed": STR_OR_NULL, "entropy": HEX,
-                  "watermark": NUMBER, "retention_interval": INT_OR_NULL, "peer": STR_OR_NULL},
+                  "watermark": NUMBER, "retention_interval": INT_OR_NULL, "max_in_flight_tokens": INT_OR_NULL,
+                  "peer": STR_OR_NULL},
     ),
 }
 
@@ -151,7 +152,7 @@ OP_FIELDS: dict[str, dict[str, Fields]] = {
         "get_computed_blocks": _op({"req": STR}),
         "allocate_slots": _op({"req": STR, "num_new_tokens": INT},
                               {"use_hit": BOOL, "num_lookahead_tokens": INT, "delay_cache_blocks": BOOL,
-                               "has_scheduled_reqs": BOOL}),
+                               "has_scheduled_reqs": BOOL, "full_sequence_must_fit": BOOL}),
         "append_tokens": _op({"req": STR, "tokens": INTS}),
         "preempt": _op({"req": STR}),
         "free": _op({"req": STR}),

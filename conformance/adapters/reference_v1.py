@@ -8,7 +8,8 @@ The vocabulary is the scheduler's side of the V1 protocol, one JSON dict per cal
     prefix-cache lookup; returns ``{"block_ids": [[...] per group], "num_computed_tokens": n}``
     and remembers the hit for the next ``allocate_slots`` of that request.
 ``{"op": "allocate_slots", "req": "r1", "num_new_tokens": n, "use_hit": bool,
-"num_lookahead_tokens": k, "delay_cache_blocks": bool, "has_scheduled_reqs": bool}``
+"num_lookahead_tokens": k, "delay_cache_blocks": bool, "has_scheduled_reqs": bool,
+"full_sequence_must_fit": bool}``
     returns the new block ids per group, or None when the pool is too small. On success the
     scheduler's bookkeeping follows: hit + ``num_new_tokens`` tokens become computed and the
     request is running.
@@ -83,6 +84,7 @@ class ReferenceV1System(V1Ops):
             entropy=lambda n: entropy[:n],
             watermark=config.watermark,
             retention_interval=config.retention_interval,
+            max_in_flight_tokens=config.max_in_flight_tokens,
         )
         self.pending_hits: dict[str, ComputedBlocks] = {}
         self.ops = dispatch_table(self)
@@ -136,6 +138,7 @@ class ReferenceV1System(V1Ops):
             op.get("num_lookahead_tokens", 0),
             op.get("delay_cache_blocks", False),
             op.get("has_scheduled_reqs", True),
+            op.get("full_sequence_must_fit", False),
         )
         self.pending_hits.pop(request_id, None)
         if blocks is None:

@@ -167,10 +167,15 @@ class VllmV1System(V1Ops):
             return SingleGroupManager(self._build_flat_manager(), self.version)
         groups = [self.KVCacheGroupSpec([f"layer{i}"], self._spec(g)) for i, g in enumerate(self.config.groups)]
         tensors = {"tensors": {}} if self.api.kv_config_tensors_dict else {"kv_cache_tensors": []}
+        has_field = "prefix_cache_retention_interval" in inspect.signature(self.KVCacheConfig).parameters
         if self.config.retention_interval is not None:  # else the config class's own default, None
-            if "prefix_cache_retention_interval" not in inspect.signature(self.KVCacheConfig).parameters:
+            if not has_field:
                 raise NotApplicable(f"vLLM {self.version}'s KVCacheConfig has no prefix_cache_retention_interval")
             tensors["prefix_cache_retention_interval"] = self.config.retention_interval
+        elif not has_field and os.environ.get("VLLM_PREFIX_CACHE_RETENTION_INTERVAL") is not None:
+            # 0.23.0-0.28.x read the interval from the environment, where the reference stays dense
+            raise NotApplicable("VLLM_PREFIX_CACHE_RETENTION_INTERVAL is set: unset it, the machines set the "
+                                "retention interval through the config")
         kv_config = self.KVCacheConfig(num_blocks=self.config.num_blocks, kv_cache_groups=groups, **tensors)
         kwargs: dict[str, Any] = dict(max_model_len=self.max_model_len, enable_caching=self.config.enable_caching)
         if self.api.manager_hash_block_size_arg:
@@ -183,6 +188,10 @@ class VllmV1System(V1Ops):
             kwargs["caching_hash_algo"] = self.hash_fn_name
         elif self.api.manager_hashes_blocks and self.hash_fn_name != "builtin":
             raise NotApplicable(f"vLLM {self.version} hashes blocks with Python's builtin hash only")
+        if self.config.max_in_flight_tokens is not None:
+            if "max_in_flight_tokens" not in inspect.signature(self.KVCacheManager).parameters:
+                raise NotApplicable(f"vLLM {self.version}'s KVCacheManager has no max_in_flight_tokens")
+            kwargs["max_in_flight_tokens"] = self.config.max_in_flight_tokens
         if self.api.manager_watermark_arg:
             kwargs["watermark"] = self.config.watermark
         elif self.config.watermark:
@@ -323,6 +332,10 @@ class VllmV1System(V1Ops):
                                       delay_cache_blocks=op.get("delay_cache_blocks", False))
         if self.api.allocate_has_scheduled_reqs:
             kwargs["has_scheduled_reqs"] = op.get("has_scheduled_reqs", True)
+        if op.get("full_sequence_must_fit"):
+            if not self.config.policy.full_sequence_admission:
+                raise OpError("invalid_argument", f"vLLM {self.version}'s allocate_slots is not driven with full_sequence_must_fit")
+            kwargs["full_sequence_must_fit"] = True
         try:
             new_blocks = self.manager.allocate_slots(request, n, length, blocks, **kwargs)
         except ValueError as err:  # vLLM's own refusal of a zero-token call, raised before any change

@@ -6,8 +6,9 @@ chunked prefill of random sizes, decode steps with lookahead slots, preemption a
 finishing, prefix-cache resets and targeted evictions, on pools small enough that allocations
 fail and cached blocks are evicted. Configs vary the block size, the groups (full attention,
 sliding window, both), caching on/off, both hash functions, the NONE_HASH seed, cache salts,
-LoRA adapters, (v0.33.0) the watermark and (from 0.29.0, with a sliding window) the prefix-cache
-retention interval. After every op the engine compares the outcome and
+LoRA adapters, (v0.33.0) the watermark, (from 0.29.0, with a sliding window) the prefix-cache
+retention interval and (from 0.26.0) the whole-sequence admission check with the in-flight tokens
+that cap a sliding window's count. After every op the engine compares the outcome and
 the whole snapshot (block tables, free-queue order, every block's ref count and hash, the
 prefix-cache map, request hashes).
 
@@ -95,8 +96,12 @@ def v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -
     retention = None  # dense: every full block of a sliding-window group cached
     if policy.retention_interval_supported and any(g.window is not None for g in groups):
         # the engine's default 0 (only the window's tail before each reachable boundary), or a
-        # tail every k tokens (a multiple of the block size; from 2 blocks on, one may cover it)
+        # tail every k tokens: one block is always covered by the window's tail (as dense), two
+        # only when the window is more than a block and a token, four never with the windows drawn here
         retention = draw(st.sampled_from([None, 0, 0, block_size, 2 * block_size, 4 * block_size]))
+    in_flight = None  # max_model_len: the sliding window's admission cap never binds
+    if policy.full_sequence_admission and sliding:
+        in_flight = draw(st.sampled_from([None, 1, block_size, 2 * block_size]))
     tight = draw(st.booleans())
     per_group = draw(st.integers(2, 5) if tight else st.integers(6, 12))
     return V1Config(
@@ -111,6 +116,7 @@ def v1_configs(draw, policy: V1Policy, sliding: bool, peer: str | None = None) -
         entropy=draw(st.sampled_from(["5e" * 32, "a1" * 32])),
         watermark=draw(st.sampled_from([0.0, 0.0, 0.25])) if policy.watermark_supported else 0.0,
         retention_interval=retention,
+        max_in_flight_tokens=in_flight,
         peer=peer,
     )
 
@@ -178,6 +184,9 @@ class V1Machine(LockstepMachine):
             extras["delay_cache_blocks"] = data.draw(st.sampled_from([False, False, False, True]), label="delay")
         if self.policy().watermark_supported:
             extras["has_scheduled_reqs"] = data.draw(st.booleans(), label="has_scheduled")
+        if self.policy().full_sequence_admission:
+            # the scheduler asks it when admitting a waiting or preempted request
+            extras["full_sequence_must_fit"] = data.draw(st.booleans(), label="whole_sequence")
         return extras
 
     # -- rules --------------------------------------------------------------------------------
@@ -390,7 +399,7 @@ PROPERTIES = [
             "The same lockstep comparison on configs with a sliding-window group (alone, or with "
             "full attention in either order), covering window release to null blocks, "
             "right-to-left sliding-window prefix hits and (from 0.29.0) the blocks a retention "
-            "interval of None, 0 or one to four blocks leaves in the prefix cache."
+            "interval of None, 0 or one, two or four blocks leaves in the prefix cache."
         ),
         run=lambda examples, steps, progress=None: run_machine(V1SlidingWindowMachine, examples, steps, progress),
         needs="a vLLM with the V1 KVCacheManager, SlidingWindowSpec and a V1 policy in conformance/versions.py",

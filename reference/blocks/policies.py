@@ -290,7 +290,9 @@ class V1Policy:
     lookup_leaves_last_token: bool
 
     # Whether a sliding-window group honours a prefix-cache retention interval (the KV-cache
-    # config's prefix_cache_retention_interval). None keeps every full block cached (dense).
+    # config's prefix_cache_retention_interval). None keeps every full block cached (dense), for
+    # any window longer than one token (a window of one needs no block before a hit, and the mask
+    # keeps none).
     # 0 caches only the window's tail before each reachable boundary: the prompt's replay
     # boundary (num_prompt_tokens - 1) and the request's shared-prefix boundary (where its last
     # lookup found a longer hit in another group than the agreed one). k > 0 also caches the
@@ -299,9 +301,25 @@ class V1Policy:
     #   v0.33.0 vllm/v1/core/single_type_kv_cache_manager.py:477-542 (cache_blocks), 1066-1146 (the mask)
     #   v0.33.0 vllm/v1/core/kv_cache_coordinator.py:65-89 (replay boundaries), 935-941 (uncached prefix)
     #   v0.33.0 vllm/v1/core/kv_cache_manager.py:318-328 (shared_prefix_boundary)
-    # False (before 0.29.0): the KV-cache config has no such field (0.23.0-0.28.x read the
-    # interval from VLLM_PREFIX_CACHE_RETENTION_INTERVAL, unset by default: dense).
+    # False (before 0.29.0): the KV-cache config has no such field. 0.23.0-0.28.x read the
+    # interval from VLLM_PREFIX_CACHE_RETENTION_INTERVAL (unset by default: dense) and already
+    # apply the mask; the reference applies it from 0.29.0 only, which differs from those
+    # releases for a one-token window, which the machines never draw.
     retention_interval_supported: bool
+
+    # Whether allocate_slots can refuse a request whose whole current sequence would not fit
+    # (full_sequence_must_fit, which the scheduler sets when admitting a waiting or preempted
+    # request): the blocks every group would need for min(num_tokens, max_model_len) tokens, a
+    # sliding-window group counting at most cdiv(min(window - 1 + max_in_flight_tokens,
+    # max_model_len), block_size) + 1 of them, plus the watermark, must be free; otherwise it
+    # returns None before releasing any out-of-window page. max_in_flight_tokens is a manager
+    # argument, max_model_len when not given.
+    #   v0.33.0 vllm/v1/core/kv_cache_manager.py:531-547 (the gate), 155-156 (the default)
+    #   v0.33.0 vllm/v1/core/single_type_kv_cache_manager.py:215-227 (the cap), 2636-2650
+    #   v0.33.0 vllm/v1/kv_cache_interface.py:918-944 (the sliding window's cap)
+    # False (before 0.26.0): not driven; 0.21.0-0.25.x take the flag with a cap counted from
+    # max_num_batched_tokens, 0.19.0-0.20.x have a can_fit_full_sequence method instead.
+    full_sequence_admission: bool
 
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:

@@ -25,9 +25,12 @@ def test_retargeted_trace_takes_the_policy_and_drops_release_pinned_expectations
 @pytest.mark.parametrize("policy", distinct_v1_policy_names())
 def test_every_v1_trace_replays_under_every_policy(policy):
     """Catches: a corpus op that some release's policy refuses in the reference itself (the
-    retargeted corpus would then report a divergence that is the harness's)."""
+    retargeted corpus would then report a divergence that is the harness's), for every trace whose
+    groups the release accepts."""
     for path in V1_TRACES:
         trace = corpus.retargeted(json.loads(path.read_text()), policy)
+        if not corpus.layout_accepted(trace):  # the corpus skips it there, saying so
+            continue
         trace["config"]["peer"] = "reference"
         done, diff = replay(trace)
         assert diff is None and done == len(trace["ops"]), (path.name, diff)
@@ -76,3 +79,26 @@ def test_a_trace_replayed_where_only_the_builtin_hash_exists_uses_it():
     trace = {"config": {"policy": "v0.33.0", "hash_fn": "sha256_cbor"}, "ops": []}
     assert corpus.retargeted(trace, "v0.8.2")["config"]["hash_fn"] == "builtin"
     assert corpus.retargeted(trace, "v0.9.2")["config"]["hash_fn"] == "sha256"
+
+
+def test_a_retargeted_trace_drops_settings_the_release_lacks():
+    """Catches: a retention interval, an in-flight count or the whole-sequence admission flag kept
+    for a release without them (its manager would refuse the trace, a harness failure rather than
+    a verdict), or dropped for a release that has them."""
+    trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+    trace["config"]["max_in_flight_tokens"] = 8
+    trace["ops"][2]["full_sequence_must_fit"] = True
+    old = corpus.retargeted(trace, "v0.20.2")
+    assert "retention_interval" not in old["config"] and "max_in_flight_tokens" not in old["config"]
+    assert not any("full_sequence_must_fit" in op for op in old["ops"])
+    new = corpus.retargeted(trace, "v0.29.0")
+    assert new["config"]["retention_interval"] == 0 and "max_in_flight_tokens" in new["config"]
+    assert new["ops"][2]["full_sequence_must_fit"] is True
+
+
+def test_a_trace_whose_groups_a_release_refuses_is_skipped_there():
+    """Catches: a two-group trace replayed on a release whose manager takes one group (0.8.x), a
+    harness failure, or a trace skipped where its groups are accepted."""
+    trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+    assert not corpus.layout_accepted(corpus.retargeted(trace, "v0.8.5"))
+    assert corpus.layout_accepted(corpus.retargeted(trace, "v0.10.2"))

@@ -98,6 +98,7 @@ class KVCacheManager:
         entropy: Callable[[int], bytes] = os.urandom,
         watermark: float = 0.0,
         retention_interval: int | None = None,
+        max_in_flight_tokens: int | None = None,
     ) -> None:
         if not isinstance(policy, V1Policy):
             raise InvalidArgument(f"policy must be a V1Policy (conformance.changelog.v1_policy_at computes any release's), got {policy!r}")
@@ -112,6 +113,10 @@ class KVCacheManager:
         retention = retention_interval_problem(retention_interval, groups, policy)
         if retention:
             raise InvalidArgument(retention)
+        if max_in_flight_tokens is not None and not (
+                policy.full_sequence_admission and _is_count(max_in_flight_tokens) and max_in_flight_tokens > 0):
+            raise InvalidArgument(f"max_in_flight_tokens {max_in_flight_tokens!r} is not available under policy "
+                                  f"{policy.name} (a positive int from 0.26.0)")
         layout = hybrid_layout_problem(groups, enable_caching, policy.hybrid_groups_any_layout,
                                        policy.hybrid_needs_distinct_specs,
                                        policy.hybrid_layout_checked_without_caching,
@@ -126,7 +131,11 @@ class KVCacheManager:
         if not policy.sliding_window_managed:
             # Before 0.8.3 the manager never reads its sliding_window: a window is full attention.
             groups = [FullAttention(g.block_size) if isinstance(g, SlidingWindow) else g for g in groups]
-        self.groups = [GroupManager(spec, self.pool, i, enable_caching) for i, spec in enumerate(groups)]
+        # Tokens scheduled but not yet settled; without a value, max_model_len, so that the cap of
+        # the whole-sequence admission check never binds (v0.33.0 vllm/v1/core/kv_cache_manager.py:155-156).
+        in_flight = max_model_len if max_in_flight_tokens is None else max_in_flight_tokens
+        self.groups = [GroupManager(spec, self.pool, i, enable_caching, _admission_cap(spec, in_flight, max_model_len))
+                       for i, spec in enumerate(groups)]
         self.max_blocks_per_request = cdiv(max_model_len, self.block_size)
         fn = hash_function(hash_fn, policy)
         self.none_hash = derive_none_hash(fn, policy, pythonhashseed, entropy)
@@ -212,15 +221,18 @@ class KVCacheManager:
         num_lookahead_tokens: int = 0,
         delay_cache_blocks: bool = False,
         has_scheduled_reqs: bool = True,
+        full_sequence_must_fit: bool = False,
     ) -> tuple[list[KVBlock], ...] | None:
         """Adopt a hit and make room for ``num_new_tokens`` (+ lookahead) more tokens.
 
         Returns the newly allocated blocks per group, or None when the pool is too small (after
-        having released the request's out-of-window pages, which happens either way).
+        having released the request's out-of-window pages, which happens either way), or, with
+        ``full_sequence_must_fit``, when the request's whole current sequence would not fit
+        (then before releasing anything).
         """
         state = self._request(request_id)
         self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens,
-                               delay_cache_blocks)
+                               delay_cache_blocks, full_sequence_must_fit)
         self._stamp += 1
         hit = new_computed_blocks.blocks if new_computed_blocks else self._no_hit
         num_local_computed = state.num_computed_tokens + num_new_computed_tokens
@@ -228,6 +240,12 @@ class KVCacheManager:
         needs_watermark = has_scheduled_reqs and state.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
         watermark_blocks = self.watermark_blocks if needs_watermark else 0
         num_slots = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        if full_sequence_must_fit:
+            whole = min(state.num_tokens, self.max_model_len)
+            needed = sum(group.num_blocks_to_allocate(request_id, whole, group_hit, num_local_computed, capped=True)
+                         for group, group_hit in zip(self.groups, hit))
+            if needed + watermark_blocks > self.pool.num_free_blocks:
+                return None
 
         # Release out-of-window pages first, so this allocation can reuse them. (v0.10.2 passes
         # request.num_computed_tokens here; it differs from total_computed only when a hit is
@@ -350,6 +368,7 @@ class KVCacheManager:
         hit: ComputedBlocks | None,
         num_lookahead_tokens: int,
         delay_cache_blocks: bool = False,
+        full_sequence_must_fit: bool = False,
     ) -> None:
         for name, value in (
             ("num_new_tokens", num_new_tokens),
@@ -374,11 +393,22 @@ class KVCacheManager:
             raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no lookahead slots")
         if delay_cache_blocks and not self.policy.delay_cache_blocks_supported:
             raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no delay_cache_blocks")
+        if full_sequence_must_fit and not self.policy.full_sequence_admission:
+            raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no full_sequence_must_fit (driven from 0.26.0)")
         if num_new_tokens == 0 and not (self.policy.zero_token_hit_adoption and num_new_computed_tokens > 0):
             raise InvalidArgument("num_new_tokens must be positive (unless adopting a hit under v0.33.0)")
         end = state.num_computed_tokens + num_new_computed_tokens + num_new_tokens
         if end > state.num_tokens:
             raise InvalidArgument(f"allocating up to token {end} but request {state.request_id!r} has {state.num_tokens}")
+
+
+def _admission_cap(spec: GroupSpec, in_flight: int, max_model_len: int) -> int | None:
+    """The most blocks the whole-sequence admission check counts for one request of this group:
+    a sliding window holds the window's last tokens plus the in-flight ones, and one more block
+    since the window need not start at a block boundary (v0.33.0 vllm/v1/kv_cache_interface.py:918-944)."""
+    if not isinstance(spec, SlidingWindow):
+        return None
+    return cdiv(min(spec.window - 1 + in_flight, max_model_len), spec.block_size) + 1
 
 
 def _is_count(value: object) -> bool:

@@ -116,7 +116,8 @@ def retained_window_blocks(
 class GroupManager:
     """The block tables of one KV-cache group."""
 
-    def __init__(self, spec: GroupSpec, pool: BlockPool, group_id: int, enable_caching: bool) -> None:
+    def __init__(self, spec: GroupSpec, pool: BlockPool, group_id: int, enable_caching: bool,
+                 admission_cap: int | None = None) -> None:
         self.spec = spec
         self.pool = pool
         self.group_id = group_id
@@ -127,6 +128,9 @@ class GroupManager:
         # How many leading table entries are registered in the prefix cache (or are nulls that
         # need none). Absent until a request first adopts a hit or caches a block.
         self.num_cached_block: dict[str, int] = {}
+        # The most blocks the whole-sequence admission check counts for one request (a sliding
+        # window recycles its blocks; None: no cap).
+        self.admission_cap = admission_cap
 
     # -- attention-type rules -----------------------------------------------------------------
     def num_skipped_tokens(self, num_computed_tokens: int) -> int:
@@ -177,15 +181,19 @@ class GroupManager:
             self.pool.free_blocks(released, self._hashless_to_front())
 
     def num_blocks_to_allocate(
-        self, request_id: str, num_tokens: int, new_computed: Sequence[KVBlock], num_computed_tokens: int
+        self, request_id: str, num_tokens: int, new_computed: Sequence[KVBlock], num_computed_tokens: int,
+        capped: bool = False,
     ) -> int:
         """Free blocks an allocation up to ``num_tokens`` slots would consume.
 
         Hit blocks that currently sit in the free queue count too: adopting them removes them
         from the free pool. Hit entries inside the skipped prefix are not adopted (they become
-        nulls), so they are not counted.
+        nulls), so they are not counted. ``capped`` (the whole-sequence admission check) counts
+        at most ``admission_cap`` blocks for the sequence.
         """
         required = cdiv(num_tokens, self.block_size)
+        if capped and self.admission_cap is not None:
+            required = min(required, self.admission_cap)
         held = len(self.req_to_blocks.get(request_id, ()))
         if request_id in self.num_cached_block:
             return max(required - held, 0)
