@@ -410,10 +410,12 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         ("v0.33.0/vllm/v1/core/single_type_kv_cache_manager.py#single_type_kv_cache_manager.swa.reachable_block_mask",)),
     Change(
         "full_sequence_admission", "0.26.0", True,
-        "allocate_slots takes full_sequence_must_fit and the manager max_in_flight_tokens: with the "
-        "flag, the blocks the request's whole current sequence needs (a sliding-window group "
-        "counting at most its window plus the in-flight tokens, in blocks, plus one), with the "
-        "watermark, must be free, or the call returns None before releasing any page.",
+        "the manager takes max_in_flight_tokens (allocate_slots has taken full_sequence_must_fit "
+        "since 0.21.0, with the cap counted from max_num_batched_tokens): with the flag, the blocks "
+        "the request's whole current sequence needs, a sliding-window group counting at most "
+        "cdiv(min(window - 1 + in-flight tokens, max_model_len), block_size) + 1, with the "
+        "watermark, must be free, or the call returns None before releasing any page; the "
+        "machines drive the check from here.",
         "admitting a request whose first chunk fits but whose whole prompt does not leads to "
         "preemptions later in its prefill; the cap keeps sliding-window requests, which recycle "
         "their blocks, from being refused for blocks they will never hold at once.",

@@ -54,13 +54,20 @@ def retargeted(trace: dict, policy: str) -> dict:
 
 
 def layout_accepted(trace: dict) -> bool:
-    """Does the release a retargeted V1 trace names accept its KV-cache groups? (0.8.x takes one
-    group; 0.10.2's hybrid coordinator refuses some layouts: ``accepted_layout``.)"""
+    """Does the release a retargeted V1 trace names accept its KV-cache groups? (Before 0.9.1 the
+    manager takes one group; 0.10.2's hybrid coordinator refuses some layouts: ``accepted_layout``.)"""
     from conformance.configs import V1Config
     from conformance.machines.v1 import accepted_layout
 
     config = V1Config.from_json(trace["config"])
     return accepted_layout(config.groups, config.block_size, config.enable_caching, config.policy)
+
+
+def replay_key(trace: dict) -> str:
+    """What makes two V1 traces one replay at a release between the pins: the config but its
+    policy and hash function (a hit is found under any collision-free hash), and the ops."""
+    config = {k: v for k, v in trace["config"].items() if k not in ("policy", "hash_fn")}
+    return json.dumps([config, trace["ops"]], sort_keys=True)
 
 
 def installed_v0_policy() -> str | None:
@@ -134,7 +141,7 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
             skip(path, "harness gap")
             continue
         if trace["semantics"] == "v1" and policy is not None and policy not in pinned_policies:
-            key = json.dumps([trace["config"].get("groups"), trace["ops"]], sort_keys=True)
+            key = replay_key(trace)
             if key in seen_ops:
                 skip(path, "same ops as another trace, already replayed")
                 continue

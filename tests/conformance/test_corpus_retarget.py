@@ -49,8 +49,8 @@ def test_at_an_intermediate_release_each_op_sequence_is_replayed_once(monkeypatc
 
     monkeypatch.setattr(corpus, "replay", fake_replay)
     result = corpus.run_corpus()
-    v1_ops = {json.dumps([json.loads(p.read_text())["config"].get("groups"), json.loads(p.read_text())["ops"]],
-                         sort_keys=True) for p in V1_TRACES}
+    v1_ops = {corpus.replay_key(json.loads(p.read_text())) for p in V1_TRACES
+              if corpus.layout_accepted(corpus.retargeted(json.loads(p.read_text()), "v0.20.2"))}
     assert replayed.count("v0.20.2") == len(v1_ops) < len(V1_TRACES)
     assert result.passed
 
@@ -94,11 +94,32 @@ def test_a_retargeted_trace_drops_settings_the_release_lacks():
     new = corpus.retargeted(trace, "v0.29.0")
     assert new["config"]["retention_interval"] == 0 and "max_in_flight_tokens" in new["config"]
     assert new["ops"][2]["full_sequence_must_fit"] is True
+    between = corpus.retargeted(trace, "v0.26.0")  # admission, but no retention interval yet
+    assert "retention_interval" not in between["config"] and between["config"]["max_in_flight_tokens"] == 8
+    assert between["ops"][2]["full_sequence_must_fit"] is True
 
 
-def test_a_trace_whose_groups_a_release_refuses_is_skipped_there():
-    """Catches: a two-group trace replayed on a release whose manager takes one group (0.8.x), a
-    harness failure, or a trace skipped where its groups are accepted."""
+def test_layout_accepted_follows_the_release():
+    """Catches: a two-group layout taken as accepted by a release whose manager takes one group
+    (before 0.9.1), or refused where the release accepts it."""
     trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
     assert not corpus.layout_accepted(corpus.retargeted(trace, "v0.8.5"))
     assert corpus.layout_accepted(corpus.retargeted(trace, "v0.10.2"))
+
+
+def test_the_corpus_skips_a_trace_whose_groups_the_release_refuses(monkeypatch):
+    """Catches: a two-group trace replayed at 0.8.5, whose manager takes one group (the reference
+    would refuse the config and the corpus would fail with an error that is the harness's)."""
+    monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.8.5")
+    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.8.5")
+    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
+    replayed = []
+
+    def fake_replay(trace):
+        replayed.append(trace["config"].get("groups"))
+        return len(trace["ops"]), None
+
+    monkeypatch.setattr(corpus, "replay", fake_replay)
+    result = corpus.run_corpus()
+    assert result.passed and "groups v0.8.5 refuses" in result.detail
+    assert all(len(groups) == 1 for groups in replayed if groups is not None)

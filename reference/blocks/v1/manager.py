@@ -394,7 +394,9 @@ class KVCacheManager:
         if delay_cache_blocks and not self.policy.delay_cache_blocks_supported:
             raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no delay_cache_blocks")
         if full_sequence_must_fit and not self.policy.full_sequence_admission:
-            raise InvalidArgument(f"vLLM {self.policy.name}'s allocate_slots has no full_sequence_must_fit (driven from 0.26.0)")
+            raise InvalidArgument(f"full_sequence_must_fit is not driven under policy {self.policy.name} (from 0.26.0; "
+                                  "0.21.0-0.25.x take it with a cap counted from max_num_batched_tokens, "
+                                  "0.19.0-0.20.x have can_fit_full_sequence instead, earlier releases no such check)")
         if num_new_tokens == 0 and not (self.policy.zero_token_hit_adoption and num_new_computed_tokens > 0):
             raise InvalidArgument("num_new_tokens must be positive (unless adopting a hit under v0.33.0)")
         end = state.num_computed_tokens + num_new_computed_tokens + num_new_tokens
@@ -405,7 +407,7 @@ class KVCacheManager:
 def _admission_cap(spec: GroupSpec, in_flight: int, max_model_len: int) -> int | None:
     """The most blocks the whole-sequence admission check counts for one request of this group:
     a sliding window holds the window's last tokens plus the in-flight ones, and one more block
-    since the window need not start at a block boundary (v0.33.0 vllm/v1/kv_cache_interface.py:918-944)."""
+    since the window need not start at a block boundary (v0.33.0 vllm/v1/kv_cache_interface.py:917-944)."""
     if not isinstance(spec, SlidingWindow):
         return None
     return cdiv(min(spec.window - 1 + in_flight, max_model_len), spec.block_size) + 1
