@@ -316,7 +316,7 @@ class V1Policy:
     # argument, max_model_len when not given.
     #   v0.33.0 vllm/v1/core/kv_cache_manager.py:531-548 (the gate), 155-156 (the default)
     #   v0.33.0 vllm/v1/core/single_type_kv_cache_manager.py:215-227 (the cap), 2636-2650
-    #   v0.33.0 vllm/v1/kv_cache_interface.py:917-944 (the sliding window's cap)
+    #   v0.33.0 vllm/v1/kv_cache_interface.py:918-944 (the sliding window's cap)
     # False (before 0.26.0): not driven; 0.21.0-0.25.x take the flag with a cap counted from
     # max_num_batched_tokens, 0.19.0-0.20.x have a can_fit_full_sequence method instead.
     full_sequence_admission: bool
