@@ -12,7 +12,9 @@ saturated), the simulator averages
 
 * **effective usage**: KV slots holding live token states / all KV slots;
 * **concurrency**: requests running at once (mean and maximum);
-* **internal fragmentation** (paged): allocated but unfilled slots in requests' last blocks.
+* **internal fragmentation**: slots a request holds that its scheme gives it beyond its tokens
+  without counting them as reservation: in a reservation scheme the slots past the request's final
+  length, paged the unfilled tail of its last block.
 
 The memory budget follows the PagedAttention paper's 13B set-up on an 80 GB GPU: 800 KiB of KV per
 token (2 x 40 layers x 5120 hidden x 2 bytes) and the memory left after 26 GB of fp16 weights and
@@ -37,6 +39,15 @@ GPU_BYTES = 80 * 10**9
 WEIGHT_BYTES = 26 * 10**9
 KV_SLOTS = int((GPU_BYTES * 0.9 - WEIGHT_BYTES) // BYTES_PER_TOKEN)  # ~56,152 token slots
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # effective usage, %, Fig. 2
+
+
+def internal_waste(scheme, running, live: int, held: int) -> int:
+    """Internal fragmentation of the running requests, in slots: a reservation past each request's
+    final length, or, paged, the unfilled tail of each request's last block (blocks come as tokens
+    do, so nothing is held for tokens not produced yet)."""
+    if isinstance(scheme, PagedScheme):
+        return held - live
+    return sum(scheme.held[req.rid][1] - req.total_len for req in running)
 
 
 def serve(requests, scheme, max_len: int) -> CapacityOutcome:
@@ -72,7 +83,7 @@ def serve(requests, scheme, max_len: int) -> CapacityOutcome:
             usage.append(live / scheme.capacity)
             reserved.append(held / scheme.capacity)
             concurrency.append(len(running))
-            frag.append((held - live) / scheme.capacity if isinstance(scheme, PagedScheme) else 0.0)
+            frag.append(internal_waste(scheme, running, live, held) / scheme.capacity)
         for req in [r for r in running if generated[r.rid] >= r.output_len]:
             running.remove(req)
             scheme.release(req)

@@ -49,3 +49,20 @@ def test_paged_serving_returns_every_block_and_beats_reservation():
     reserved = serve(requests, ReservationScheme("max", 2048, 512), 512)
     assert outcome.effective_usage_pct > reserved.effective_usage_pct
     assert outcome.mean_concurrency > reserved.mean_concurrency
+
+
+def test_internal_fragmentation_counts_reservations_past_the_final_length():
+    """Catches: the reservation schemes reported with no internal fragmentation (the capacity table
+    showed 0 % for max, whose regions hold every slot past a request's final length), or the oracle,
+    which reserves exactly the final length, charged with some."""
+    from benchmarks.capacity import internal_waste
+
+    scheme = ReservationScheme("max", capacity=100, max_len=20)
+    reqs = [Request(0, 3, 4), Request(1, 5, 5)]
+    assert all(scheme.admit(r) for r in reqs)
+    assert internal_waste(scheme, reqs, live=3 + 5, held=40) == (20 - 7) + (20 - 10)
+    oracle = ReservationScheme("oracle", capacity=100, max_len=20)
+    assert all(oracle.admit(r) for r in reqs)
+    assert internal_waste(oracle, reqs, live=8, held=17) == 0
+    outcome = serve(make_requests(60, "sharegpt", 512, seed=1), ReservationScheme("max", 2048, 512), 512)
+    assert outcome.internal_fragmentation_pct > 0
