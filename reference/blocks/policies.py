@@ -310,8 +310,9 @@ class V1Policy:
     # Whether allocate_slots can refuse a request whose whole current sequence would not fit
     # (full_sequence_must_fit, which the scheduler sets when admitting a waiting or preempted
     # request): the blocks every group would need for min(num_tokens, max_model_len) tokens, a
-    # sliding-window group counting at most cdiv(min(window - 1 + max_in_flight_tokens,
-    # max_model_len), block_size) + 1 of them, plus the watermark, must be free; otherwise it
+    # sliding-window group counting at most cdiv(min(window - 1 + extra_retained_tokens +
+    # max_in_flight_tokens, max_model_len), block_size) + 1 of them (extra_retained_tokens, from
+    # 0.28.0, is 0 but with a multi-module MTP drafter, which the reference does not model), plus the watermark, must be free; otherwise it
     # returns None before releasing any out-of-window page. max_in_flight_tokens is a manager
     # argument, max_model_len when not given.
     #   v0.33.0 vllm/v1/core/kv_cache_manager.py:531-548 (the gate), 155-156 (the default)

@@ -1,4 +1,5 @@
-"""The corpus at releases between the pins: V1 traces replayed under the installed release's policy."""
+"""The corpus at releases whose policy no trace records: V1 traces replayed under the installed
+release's policy."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def test_every_v1_trace_replays_under_every_policy(policy):
         assert diff is None and done == len(trace["ops"]), (path.name, diff)
 
 
-def test_at_an_intermediate_release_each_op_sequence_is_replayed_once(monkeypatch):
-    """Catches: the pinned pair of a trace (same ops, two releases) replayed twice, or skipped."""
+def test_at_an_unpinned_release_each_config_and_op_sequence_is_replayed_once(monkeypatch):
+    """Catches: the pinned pair of a trace (same config and ops, two releases) replayed twice, or
+    skipped: of the 9 V1 traces, 4 pinned pairs and one single trace are 5 replays at 0.20.2."""
     monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.20.2")
     monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.20.2")
     monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)  # the log's, not this env's files
@@ -49,9 +51,7 @@ def test_at_an_intermediate_release_each_op_sequence_is_replayed_once(monkeypatc
 
     monkeypatch.setattr(corpus, "replay", fake_replay)
     result = corpus.run_corpus()
-    v1_ops = {corpus.replay_key(json.loads(p.read_text())) for p in V1_TRACES
-              if corpus.layout_accepted(corpus.retargeted(json.loads(p.read_text()), "v0.20.2"))}
-    assert replayed.count("v0.20.2") == len(v1_ops) < len(V1_TRACES)
+    assert len(V1_TRACES) == 9 and replayed.count("v0.20.2") == 5
     assert result.passed
 
 
@@ -123,3 +123,36 @@ def test_the_corpus_skips_a_trace_whose_groups_the_release_refuses(monkeypatch):
     result = corpus.run_corpus()
     assert result.passed and "groups v0.8.5 refuses" in result.detail
     assert all(len(groups) == 1 for groups in replayed if groups is not None)
+
+
+def test_the_replay_key_keeps_what_changes_a_replay_and_drops_the_policy_and_hash():
+    """Catches: a key of groups and ops only (two traces differing in pool size, retention or
+    in-flight count would be replayed once), or one that keeps the policy or the hash function
+    (a pinned pair would be replayed twice)."""
+    trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+    key = corpus.replay_key(trace)
+    for field, value in (("num_blocks", 33), ("retention_interval", None), ("max_in_flight_tokens", 8)):
+        assert corpus.replay_key({**trace, "config": {**trace["config"], field: value}}) != key
+    for field, value in (("policy", "v0.10.2"), ("hash_fn", "sha256_cbor")):
+        assert corpus.replay_key({**trace, "config": {**trace["config"], field: value}}) == key
+
+
+def test_a_pair_member_that_does_not_apply_leaves_the_other_to_be_replayed(monkeypatch):
+    """Catches: the replay key marked as seen before the trace is known to apply (a trace the
+    release skips would stop its pinned twin from ever being replayed)."""
+    monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.20.2")
+    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.20.2")
+    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
+    names = []
+
+    def fake_replay(trace):
+        if trace["semantics"] != "v1":
+            return len(trace["ops"]), None
+        if trace["config"].get("hash_fn") == "sha256_cbor":  # the first of the test-prefill pair
+            raise corpus.NotApplicable("not here")
+        names.append(json.dumps(trace["ops"][:1]))
+        return len(trace["ops"]), None
+
+    monkeypatch.setattr(corpus, "replay", fake_replay)
+    assert corpus.run_corpus().passed
+    assert len(names) == 5

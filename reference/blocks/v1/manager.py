@@ -407,7 +407,9 @@ class KVCacheManager:
 def _admission_cap(spec: GroupSpec, in_flight: int, max_model_len: int) -> int | None:
     """The most blocks the whole-sequence admission check counts for one request of this group:
     a sliding window holds the window's last tokens plus the in-flight ones, and one more block
-    since the window need not start at a block boundary (v0.33.0 vllm/v1/kv_cache_interface.py:918-944)."""
+    since the window need not start at a block boundary (v0.33.0 vllm/v1/kv_cache_interface.py:918-944;
+    vLLM also adds extra_retained_tokens, 0 without a multi-module MTP drafter, which the
+    reference does not model)."""
     if not isinstance(spec, SlidingWindow):
         return None
     return cdiv(min(spec.window - 1 + in_flight, max_model_len), spec.block_size) + 1

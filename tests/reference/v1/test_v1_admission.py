@@ -33,13 +33,14 @@ def test_a_sliding_window_counts_at_most_its_window_and_the_tokens_in_flight(in_
     assert (blocks is not None) == admitted
 
 
-@pytest.mark.parametrize("free, admitted", [(3, True), (2, False)])
-def test_the_cap_is_exactly_the_window_less_one_plus_the_tokens_in_flight_and_one_block(free, admitted):
-    """Catches: a cap off by one (the window instead of window - 1, or without the extra block for a
-    window that starts inside a block): window 4, block size 2, one token in flight counts
-    cdiv(4 - 1 + 1, 2) + 1 = 3 blocks, so the 20-token request is admitted with exactly 3 free
-    blocks and refused with 2."""
-    manager = KVCacheManager([SlidingWindow(2, 4)], 1 + free, 64, V1_V0_33_0, max_in_flight_tokens=1)
+@pytest.mark.parametrize("in_flight, free, admitted", [(1, 3, True), (1, 2, False), (2, 4, True), (2, 3, False)])
+def test_the_cap_is_exactly_the_window_less_one_plus_the_tokens_in_flight_and_one_block(in_flight, free, admitted):
+    """Catches: a cap off by one either way (the window instead of window - 1, window - 2, or no
+    extra block for a window that starts inside a block): window 4, block size 2 counts
+    cdiv(4 - 1 + 1, 2) + 1 = 3 blocks with one token in flight and cdiv(4 - 1 + 2, 2) + 1 = 4 with
+    two, so the 20-token request is admitted with exactly that many free blocks and refused with
+    one fewer."""
+    manager = KVCacheManager([SlidingWindow(2, 4)], 1 + free, 64, V1_V0_33_0, max_in_flight_tokens=in_flight)
     manager.add_request("a", list(range(20)))
     assert (manager.allocate_slots("a", 2, full_sequence_must_fit=True) is not None) == admitted
 
@@ -67,11 +68,14 @@ def test_a_refused_request_keeps_its_out_of_window_pages():
 
 def test_the_check_and_its_argument_exist_only_where_driven():
     """Catches: a release before 0.26.0 accepting the flag or max_in_flight_tokens (0.10.2's
-    allocate_slots and manager take neither; 0.21.0-0.25.x take the flag with another cap, which
-    the machines do not drive), so a trace could not run there."""
-    manager = KVCacheManager([FullAttention(2)], 7, 64, V1_V0_10_2)
-    manager.add_request("a", [1, 2, 3])
-    with pytest.raises(InvalidArgument, match="full_sequence_must_fit"):
-        manager.allocate_slots("a", 3, full_sequence_must_fit=True)
-    with pytest.raises(InvalidArgument, match="max_in_flight_tokens"):
-        KVCacheManager([FullAttention(2)], 7, 64, V1_V0_10_2, max_in_flight_tokens=8)
+    allocate_slots and manager take neither; 0.25.0's allocate_slots takes the flag but counts the
+    cap from max_num_batched_tokens and its manager takes no max_in_flight_tokens, so the machines
+    do not drive it there)."""
+    for policy in (V1_V0_10_2, v1_policy_at("0.25.0")):
+        manager = KVCacheManager([FullAttention(2)], 7, 64, policy)
+        manager.add_request("a", [1, 2, 3])
+        with pytest.raises(InvalidArgument, match="full_sequence_must_fit"):
+            manager.allocate_slots("a", 3, full_sequence_must_fit=True)
+        with pytest.raises(InvalidArgument, match="max_in_flight_tokens"):
+            KVCacheManager([FullAttention(2)], 7, 64, policy, max_in_flight_tokens=8)
+    KVCacheManager([FullAttention(2)], 7, 64, v1_policy_at("0.26.0"), max_in_flight_tokens=8)
