@@ -88,7 +88,8 @@ def retained_window_blocks(
 
     A sliding-window hit of length ``L`` uses only the ``need = cdiv(window - 1, block_size)``
     blocks that end at ``L``, and ``L`` is a multiple of the block size. ``retention_interval``
-    None (dense) keeps the tail before every block boundary, that is every block. ``0`` keeps only
+    None (dense) keeps the tail before every block boundary, that is every block (for a window
+    longer than one token; a one-token window needs no block before a hit). ``0`` keeps only
     the ``need`` blocks that end at each reachable boundary rounded down to a block: the prompt's
     replay boundary and the request's shared-prefix boundary. ``k > 0`` (a multiple of the block
     size) also keeps the last ``need`` blocks of every ``k``-token segment; once ``need`` covers a
