@@ -14,6 +14,19 @@ from conformance.versions import distinct_v1_policy_names
 V1_TRACES = [p for p in corpus.corpus() if p.parent.name == "v1"]
 
 
+def installed_as(monkeypatch, release: str, policy=None) -> None:
+    """Make the corpus see vLLM ``release`` installed, with the V1 policy ``v<release>`` (or the
+    ``policy`` callable given); the mechanisms come from the change log, not this env's files."""
+    monkeypatch.setattr(corpus, "installed_policy", policy or (lambda: f"v{release}"))
+    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: release)
+    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
+
+
+def retention_pin_trace() -> dict:
+    """The committed two-group trace with a retention interval (a fresh copy)."""
+    return json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+
+
 def test_retargeted_trace_takes_the_policy_and_drops_release_pinned_expectations():
     """Catches: a retargeted replay checking one release's pinned test expectations against
     another release, or still running under the recorded release's policy."""
@@ -40,9 +53,7 @@ def test_every_v1_trace_replays_under_every_policy(policy):
 def test_at_an_unpinned_release_each_config_and_op_sequence_is_replayed_once(monkeypatch):
     """Catches: the pinned pair of a trace (same config and ops, two releases) replayed twice, or
     skipped: of the 9 V1 traces, 4 pinned pairs and one single trace are 5 replays at 0.20.2."""
-    monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.20.2")
-    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.20.2")
-    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)  # the log's, not this env's files
+    installed_as(monkeypatch, "0.20.2")
     replayed = []
 
     def fake_replay(trace):
@@ -63,9 +74,7 @@ def test_a_release_the_v1_harness_cannot_drive_is_a_harness_error_not_a_pass(mon
     def gap():
         raise HarnessError("vLLM 0.9.2 has a V1 KVCacheManager, but no block_hasher")
 
-    monkeypatch.setattr(corpus, "installed_policy", gap)
-    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.9.2")
-    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
+    installed_as(monkeypatch, "0.9.2", policy=gap)
     monkeypatch.setattr(corpus, "replay", lambda trace: (len(trace["ops"]), None))
     result = corpus.run_corpus()
     assert not result.passed and result.extra["failure"] == "harness_error"
@@ -85,7 +94,7 @@ def test_a_retargeted_trace_drops_settings_the_release_lacks():
     """Catches: a retention interval, an in-flight count or the whole-sequence admission flag kept
     for a release without them (its manager would refuse the trace, a harness failure rather than
     a verdict), or dropped for a release that has them."""
-    trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+    trace = retention_pin_trace()
     trace["config"]["max_in_flight_tokens"] = 8
     trace["ops"][2]["full_sequence_must_fit"] = True
     old = corpus.retargeted(trace, "v0.20.2")
@@ -102,7 +111,7 @@ def test_a_retargeted_trace_drops_settings_the_release_lacks():
 def test_layout_accepted_follows_the_release():
     """Catches: a two-group layout taken as accepted by a release whose manager takes one group
     (before 0.9.1), or refused where the release accepts it."""
-    trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+    trace = retention_pin_trace()
     assert not corpus.layout_accepted(corpus.retargeted(trace, "v0.8.5"))
     assert corpus.layout_accepted(corpus.retargeted(trace, "v0.10.2"))
 
@@ -110,9 +119,7 @@ def test_layout_accepted_follows_the_release():
 def test_the_corpus_skips_a_trace_whose_groups_the_release_refuses(monkeypatch):
     """Catches: a two-group trace replayed at 0.8.5, whose manager takes one group (the reference
     would refuse the config and the corpus would fail with an error that is the harness's)."""
-    monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.8.5")
-    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.8.5")
-    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
+    installed_as(monkeypatch, "0.8.5")
     replayed = []
 
     def fake_replay(trace):
@@ -129,7 +136,7 @@ def test_the_replay_key_keeps_what_changes_a_replay_and_drops_the_policy_and_has
     """Catches: a key of groups and ops only (two traces differing in pool size, retention or
     in-flight count would be replayed once), or one that keeps the policy or the hash function
     (a pinned pair would be replayed twice)."""
-    trace = json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
+    trace = retention_pin_trace()
     key = corpus.replay_key(trace)
     for field, value in (("num_blocks", 33), ("retention_interval", None), ("max_in_flight_tokens", 8)):
         assert corpus.replay_key({**trace, "config": {**trace["config"], field: value}}) != key
@@ -140,9 +147,7 @@ def test_the_replay_key_keeps_what_changes_a_replay_and_drops_the_policy_and_has
 def test_a_pair_member_that_does_not_apply_leaves_the_other_to_be_replayed(monkeypatch):
     """Catches: the replay key marked as seen before the trace is known to apply (a trace the
     release skips would stop its pinned twin from ever being replayed)."""
-    monkeypatch.setattr(corpus, "installed_policy", lambda: "v0.20.2")
-    monkeypatch.setattr("conformance.versions.installed_vllm_version", lambda: "0.20.2")
-    monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
+    installed_as(monkeypatch, "0.20.2")
     names = []
 
     def fake_replay(trace):
