@@ -78,7 +78,7 @@ INITIAL: dict[type, dict[str, object]] = {
         single_kv_cache_group=True, pool_key_has_group_id=False, admission_counts_null_blocks=True,
         free_reversed_without_caching=False, lookahead_capped_at_admission=False,
         delay_cache_blocks_supported=False, cache_salt_supported=False, retention_interval_supported=False,
-        full_sequence_admission=False),
+        full_sequence_admission=False, frees_behind_in_flight_tokens=False),
     V0Policy: dict(str_none_parent_hash=False, evictor_heap=False, extra_hash_in_page_hash=False,
                    cached_tokens_tracker=False),
     V1Api: dict(
@@ -425,6 +425,18 @@ V1_POLICY_LOG: tuple[Change, ...] = (
         "max_num_batched_tokens), v0.20.2 vllm/v1/core/kv_cache_manager.py:225-263 "
         "(can_fit_full_sequence)",
         ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots",)),
+    Change(
+        "frees_behind_in_flight_tokens", "0.26.0", True,
+        "requests count the tokens of steps still in flight (num_in_flight_tokens), and "
+        "allocate_slots releases a sliding window's out-of-window pages at total_computed minus "
+        "them; before, it released them at total_computed, which already counts a chunk still in "
+        "flight under asynchronous scheduling.",
+        "a step still in flight reads the window of its own tokens, so pages it still reads must "
+        "not be released and reused.",
+        "v0.26.0 vllm/v1/core/kv_cache_manager.py:440-447 (the release), "
+        "v0.26.0 vllm/v1/request.py:154-157 (the count); "
+        "before: v0.25.1 vllm/v1/core/kv_cache_manager.py:404-408",
+        ("v0.33.0/vllm/v1/core/kv_cache_manager.py#kv_cache_manager.allocate_slots.remove_skipped",)),
     Change(
         "lora_extra_key", "0.11.1", "name",
         "a LoRA adapter enters a block hash by its name instead of its integer id.",

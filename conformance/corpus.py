@@ -28,9 +28,11 @@ def retargeted(trace: dict, policy: str) -> dict:
 
     The ops are scheduler calls every V1 release accepts; the ``expect`` entries pin what one
     release's own test asserts, so they are dropped: the replay compares the reference (under
-    ``policy``) with the installed vLLM step by step, as the machines do. A retention interval, an
-    in-flight token count and the whole-sequence admission flag are dropped where the release
-    has none of them (``retention_interval_supported``, ``full_sequence_admission``).
+    ``policy``) with the installed vLLM step by step, as the machines do. A retention interval, the
+    manager's ``max_in_flight_tokens`` and the whole-sequence admission flag are dropped where the
+    release has none of them (``retention_interval_supported``, ``full_sequence_admission``); an
+    op's ``num_in_flight_tokens`` is kept, since a release before 0.26.0 ignores it as the
+    reference does under its policy.
     """
     from conformance.changelog import policy_named
     from reference.blocks.v1.hashing import hash_function_names
@@ -105,7 +107,7 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
 
     V1 traces recorded at a pinned release are replayed as they are there and, at a release whose
     policy no trace records, retargeted to that policy (:func:`retargeted`; one replay per
-    distinct config and op sequence, :func:`replay_key`).
+    distinct config, its hash function aside, and op sequence, :func:`replay_key`).
     """
     from conformance.versions import HarnessError, installed_target
 
@@ -127,7 +129,7 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
         return Result(False, 0, 0, f"harness error (not a verdict on vLLM or the reference): {err}",
                       {"failure": "harness_error"})
     pinned_policies = {trace["config"].get("policy") for trace in traces.values()}
-    seen_ops: set[str] = set()
+    replayed_keys: set[str] = set()
     replayed, ops, failures = 0, 0, []
     skipped: dict[str, list[str]] = {}  # reason -> trace names: a shared reason is said once
 
@@ -149,8 +151,8 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
                 skip(path, f"groups {policy} refuses")
                 continue
             key = replay_key(trace)
-            if key in seen_ops:
-                skip(path, "same config and ops as another trace, already replayed")
+            if key in replayed_keys:
+                skip(path, "same config (its hash function aside) and ops as another trace, already replayed")
                 continue
         elif recorded is not None and recorded != policy:
             skip(path, f"recorded for {recorded}; installed: {policy}")
@@ -170,7 +172,7 @@ def run_corpus(examples: int = 0, steps: int = 0, progress=None) -> Result:
             skip(path, str(why))
             continue
         if key is not None:
-            seen_ops.add(key)  # only once it ran: a pair's other trace is replayed if this one was not
+            replayed_keys.add(key)  # only once it ran: a pair's other trace is replayed if this one was not
         replayed += 1
         ops += done
         if diff:

@@ -9,10 +9,11 @@ The vocabulary is the scheduler's side of the V1 protocol, one JSON dict per cal
     and remembers the hit for the next ``allocate_slots`` of that request.
 ``{"op": "allocate_slots", "req": "r1", "num_new_tokens": n, "use_hit": bool,
 "num_lookahead_tokens": k, "delay_cache_blocks": bool, "has_scheduled_reqs": bool,
-"full_sequence_must_fit": bool}``
+"full_sequence_must_fit": bool, "num_in_flight_tokens": k}``
     returns the new block ids per group, or None when the pool is too small. On success the
     scheduler's bookkeeping follows: hit + ``num_new_tokens`` tokens become computed and the
-    request is running.
+    request is running. ``num_in_flight_tokens`` (at most the computed tokens) are the tokens of
+    a step scheduled but not yet run when this call is made; the step runs before the next op.
 ``{"op": "append_tokens", "req": "r1", "tokens": [...]}``  a decode step's output tokens.
 ``{"op": "preempt", "req": "r1"}``  release everything; recompute later.
 ``{"op": "free", "req": "r1"}``  finished: release and forget.
@@ -139,6 +140,7 @@ class ReferenceV1System(V1Ops):
             op.get("delay_cache_blocks", False),
             op.get("has_scheduled_reqs", True),
             op.get("full_sequence_must_fit", False),
+            op.get("num_in_flight_tokens", 0),
         )
         self.pending_hits.pop(request_id, None)
         if blocks is None:

@@ -311,7 +311,8 @@ class VllmV1System(V1Ops):
         request_id = op["req"]
         request = self._request(request_id)
         n, lookahead = op["num_new_tokens"], op.get("num_lookahead_tokens", 0)
-        for value in (n, lookahead):
+        in_flight = op.get("num_in_flight_tokens", 0)
+        for value in (n, lookahead, in_flight):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise OpError("invalid_argument", f"bad count {value!r}")
         blocks, length = None, 0
@@ -326,6 +327,8 @@ class VllmV1System(V1Ops):
                 raise OpError("invalid_argument", "request already holds blocks")
         if request.num_computed_tokens + length + n > request.num_tokens:
             raise OpError("invalid_argument", "allocating past the request's tokens")
+        if in_flight > request.num_computed_tokens:
+            raise OpError("invalid_argument", "more tokens in flight than computed")
         if lookahead and not self.api.allocate_lookahead_arg:
             raise OpError("invalid_argument", f"vLLM {self.version}'s allocate_slots has no lookahead slots")
         kwargs: dict[str, Any] = dict(num_lookahead_tokens=lookahead,
@@ -336,10 +339,16 @@ class VllmV1System(V1Ops):
             if not self.config.policy.full_sequence_admission:
                 raise OpError("invalid_argument", f"vLLM {self.version}'s allocate_slots is not driven with full_sequence_must_fit")
             kwargs["full_sequence_must_fit"] = True
+        # The scheduler counts a step's tokens as computed before it runs; a release that reads
+        # the count (from 0.26.0) sees it, an older one has no such attribute and ignores it.
+        # The machines play each step to its end before the next op, so it is 0 again after.
+        request.num_in_flight_tokens = in_flight
         try:
             new_blocks = self.manager.allocate_slots(request, n, length, blocks, **kwargs)
         except ValueError as err:  # vLLM's own refusal of a zero-token call, raised before any change
             raise OpError("invalid_argument", str(err)) from None
+        finally:
+            request.num_in_flight_tokens = 0
         self.stamp += 1
         self.pending_hits.pop(request_id, None)
         if new_blocks is None:

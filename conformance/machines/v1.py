@@ -283,8 +283,14 @@ class V1Machine(LockstepMachine):
         hit = self.last_lookup[1] if use_hit and looked_up else 0
         left = self.remaining(req, hit)
         n = data.draw(st.one_of(st.just(left), st.integers(1, max(1, left)), st.just(0), st.just(left + 1)), label="n")
-        self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": use_hit,
-                  **self.allocation_extras(data, req)})
+        extras = self.allocation_extras(data, req)
+        done = live[req]["num_computed_tokens"]
+        if self.has_sliding_group() and live[req]["status"] == "running" and done:
+            # Asynchronous scheduling schedules a prefill's next chunk before the previous one has
+            # run: up to all of the computed tokens may still be in flight.
+            extras["num_in_flight_tokens"] = data.draw(
+                st.sampled_from([0, 0, 1, self.config.block_size, done]).map(lambda k: min(k, done)), label="in_flight")
+        self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": use_hit, **extras})
 
     @precondition(lambda self: any(r["status"] != "running" for r in self.live().values()))
     @rule(data=st.data())
@@ -397,7 +403,8 @@ PROPERTIES = [
         name="v1.sliding_window",
         checks=(
             "The same lockstep comparison on configs with a sliding-window group (alone, or with "
-            "full attention in either order), covering window release to null blocks, "
+            "full attention in either order), covering window release to null blocks (with a "
+            "prefill chunk's predecessor still in flight, as asynchronous scheduling leaves it), "
             "right-to-left sliding-window prefix hits and (from 0.29.0) the blocks a retention "
             "interval of None, 0 or one, two or four blocks leaves in the prefix cache."
         ),

@@ -312,15 +312,25 @@ class V1Policy:
     # request): the blocks every group would need for min(num_tokens, max_model_len) tokens, a
     # sliding-window group counting at most cdiv(min(window - 1 + extra_retained_tokens +
     # max_in_flight_tokens, max_model_len), block_size) + 1 of them (extra_retained_tokens, from
-    # 0.28.0, is 0 but with a multi-module MTP drafter, which the reference does not model), plus the watermark, must be free; otherwise it
-    # returns None before releasing any out-of-window page. max_in_flight_tokens is a manager
-    # argument, max_model_len when not given.
+    # 0.28.0, is 0 but with a multi-module MTP drafter, which the reference does not model), plus
+    # the watermark, must be free; otherwise it returns None before releasing any out-of-window
+    # page. max_in_flight_tokens is a manager argument, max_model_len when not given.
     #   v0.33.0 vllm/v1/core/kv_cache_manager.py:531-548 (the gate), 155-156 (the default)
     #   v0.33.0 vllm/v1/core/single_type_kv_cache_manager.py:215-227 (the cap), 2636-2650
     #   v0.33.0 vllm/v1/kv_cache_interface.py:918-944 (the sliding window's cap)
     # False (before 0.26.0): not driven; 0.21.0-0.25.x take the flag with a cap counted from
     # max_num_batched_tokens, 0.19.0-0.20.x have a can_fit_full_sequence method instead.
     full_sequence_admission: bool
+
+    # Where allocate_slots releases a sliding window's out-of-window pages when some of the
+    # request's computed tokens are still in flight (asynchronous scheduling schedules a prefill's
+    # next chunk before the previous one has run; num_computed_tokens already counts it): True
+    # releases only the pages before the window of total_computed - num_in_flight_tokens (at
+    # least 0), since the step in flight still reads them; False releases them at
+    # total_computed, in-flight tokens or not.
+    #   v0.33.0 vllm/v1/core/kv_cache_manager.py:564-568 (the release), vllm/v1/request.py:170-173 (the count)
+    # False (before 0.26.0): v0.25.1 vllm/v1/core/kv_cache_manager.py:404-408.
+    frees_behind_in_flight_tokens: bool
 
     def __post_init__(self) -> None:
         if self.lora_extra_key not in LORA_EXTRA_KEYS:

@@ -167,6 +167,8 @@ FIELD_SCENARIOS = {
     "watermark_supported": (cfg(watermark=0.25), [add("a", [1] * 18), alloc("a", 18)]),
     "retention_interval_supported": (cfg(groups=SW, retention_interval=0), [add("a", [1, 2, 3, 4, 5]), alloc("a", 5)]),
     "full_sequence_admission": (cfg(), [add("a", [1, 2, 3, 4, 5]), {**alloc("a", 2), "full_sequence_must_fit": True}]),
+    "frees_behind_in_flight_tokens": (cfg(groups=SW), [
+        add("a", [1, 2, 3, 4, 5, 6, 7, 8]), alloc("a", 4), {**alloc("a", 4), "num_in_flight_tokens": 4}]),
     "evict_blocks_supported": (cfg(), [{"op": "evict_blocks", "block_ids": [1]}]),
     "cache_full_blocks_skips_null": (cfg(groups=SW), [
         add("a", [1, 2, 1, 2, 1, 2, 1]), {**alloc("a", 4), "delay_cache_blocks": True}, alloc("a", 3)]),

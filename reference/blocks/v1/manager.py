@@ -222,17 +222,20 @@ class KVCacheManager:
         delay_cache_blocks: bool = False,
         has_scheduled_reqs: bool = True,
         full_sequence_must_fit: bool = False,
+        num_in_flight_tokens: int = 0,
     ) -> tuple[list[KVBlock], ...] | None:
         """Adopt a hit and make room for ``num_new_tokens`` (+ lookahead) more tokens.
 
         Returns the newly allocated blocks per group, or None when the pool is too small (after
         having released the request's out-of-window pages, which happens either way), or, with
         ``full_sequence_must_fit``, when the request's whole current sequence would not fit
-        (then before releasing anything).
+        (then before releasing anything). ``num_in_flight_tokens`` of the request's computed
+        tokens belong to a step that has not run yet (asynchronous scheduling); from 0.26.0 the
+        pages that step still reads are kept (``V1Policy.frees_behind_in_flight_tokens``).
         """
         state = self._request(request_id)
         self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens,
-                               delay_cache_blocks, full_sequence_must_fit)
+                               delay_cache_blocks, full_sequence_must_fit, num_in_flight_tokens)
         self._stamp += 1
         hit = new_computed_blocks.blocks if new_computed_blocks else self._no_hit
         num_local_computed = state.num_computed_tokens + num_new_computed_tokens
@@ -249,9 +252,12 @@ class KVCacheManager:
 
         # Release out-of-window pages first, so this allocation can reuse them. (v0.10.2 passes
         # request.num_computed_tokens here; it differs from total_computed only when a hit is
-        # adopted, and then the table is still empty.)
+        # adopted, and then the table is still empty.) From 0.26.0 only the pages the step in
+        # flight no longer reads go.
+        processed = max(0, total_computed - num_in_flight_tokens) \
+            if self.policy.frees_behind_in_flight_tokens else total_computed
         for group in self.groups:
-            group.remove_skipped_blocks(request_id, total_computed)
+            group.remove_skipped_blocks(request_id, processed)
         # Before 0.9.0 the admission check counts lookahead slots past max_model_len too
         # (lookahead_capped_at_admission); the blocks taken are capped either way.
         asked = num_slots if self.policy.lookahead_capped_at_admission else \
@@ -369,14 +375,19 @@ class KVCacheManager:
         num_lookahead_tokens: int,
         delay_cache_blocks: bool = False,
         full_sequence_must_fit: bool = False,
+        num_in_flight_tokens: int = 0,
     ) -> None:
         for name, value in (
             ("num_new_tokens", num_new_tokens),
             ("num_new_computed_tokens", num_new_computed_tokens),
             ("num_lookahead_tokens", num_lookahead_tokens),
+            ("num_in_flight_tokens", num_in_flight_tokens),
         ):
             if not _is_count(value):
                 raise InvalidArgument(f"{name} must be a non-negative int, got {value!r}")
+        if num_in_flight_tokens > state.num_computed_tokens:
+            raise InvalidArgument(f"{num_in_flight_tokens} tokens in flight but request {state.request_id!r} "
+                                  f"has {state.num_computed_tokens} computed")
         if hit is None:
             if num_new_computed_tokens:
                 raise InvalidArgument("num_new_computed_tokens given without new_computed_blocks")
