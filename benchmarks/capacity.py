@@ -12,9 +12,10 @@ saturated), the simulator averages
 
 * **effective usage**: KV slots holding live token states / all KV slots;
 * **concurrency**: requests running at once (mean and maximum);
-* **internal fragmentation**: slots a request holds that its scheme gives it beyond its tokens
-  without counting them as reservation: in a reservation scheme the slots past the request's final
-  length, paged the unfilled tail of its last block.
+* **internal fragmentation**: in a reservation scheme, the slots past each request's final length
+  (slots it never fills); paged, the unfilled tail of each request's last block, held - live (the
+  paper's last-block waste: later tokens fill most of it, so it is not the same quantity as the
+  reservation schemes' figure).
 
 The memory budget follows the PagedAttention paper's 13B set-up on an 80 GB GPU: 800 KiB of KV per
 token (2 x 40 layers x 5120 hidden x 2 bytes) and the memory left after 26 GB of fp16 weights and
@@ -43,8 +44,8 @@ PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # effective 
 
 def internal_waste(scheme, running, live: int, held: int) -> int:
     """Internal fragmentation of the running requests, in slots: a reservation past each request's
-    final length, or, paged, the unfilled tail of each request's last block (blocks come as tokens
-    do, so nothing is held for tokens not produced yet)."""
+    final length, or, paged, the unfilled tail of each request's last block (held - live; the
+    request's next tokens fill most of it, and only in its final block may part of it stay empty)."""
     if isinstance(scheme, PagedScheme):
         return held - live
     return sum(scheme.held[req.rid][1] - req.total_len for req in running)
