@@ -12,8 +12,9 @@ The vocabulary is the scheduler's side of the V1 protocol, one JSON dict per cal
 "full_sequence_must_fit": bool, "num_in_flight_tokens": k}``
     returns the new block ids per group, or None when the pool is too small. On success the
     scheduler's bookkeeping follows: hit + ``num_new_tokens`` tokens become computed and the
-    request is running. ``num_in_flight_tokens`` (at most the computed tokens) are the tokens of
-    a step scheduled but not yet run when this call is made; the step runs before the next op.
+    request is running. ``num_in_flight_tokens`` are the tokens of steps scheduled but not yet
+    run when this call is made (the request's count, as vLLM's scheduler keeps it); those steps
+    run before the next op.
 ``{"op": "append_tokens", "req": "r1", "tokens": [...]}``  a decode step's output tokens.
 ``{"op": "preempt", "req": "r1"}``  release everything; recompute later.
 ``{"op": "free", "req": "r1"}``  finished: release and forget.

@@ -327,8 +327,6 @@ class VllmV1System(V1Ops):
                 raise OpError("invalid_argument", "request already holds blocks")
         if request.num_computed_tokens + length + n > request.num_tokens:
             raise OpError("invalid_argument", "allocating past the request's tokens")
-        if in_flight > request.num_computed_tokens:
-            raise OpError("invalid_argument", "more tokens in flight than computed")
         if lookahead and not self.api.allocate_lookahead_arg:
             raise OpError("invalid_argument", f"vLLM {self.version}'s allocate_slots has no lookahead slots")
         kwargs: dict[str, Any] = dict(num_lookahead_tokens=lookahead,

@@ -135,6 +135,7 @@ class V1Machine(LockstepMachine):
         self.next_id = 0
         self.finished: list[str] = []
         self.last_lookup: tuple[str, int] | None = None  # (request, hit length) of the last lookup
+        self.last_chunk: dict[str, int] = {}  # tokens of each request's last allocated chunk
         self.stems: list[list[int]] = []
 
     # -- helpers ------------------------------------------------------------------------------
@@ -143,13 +144,18 @@ class V1Machine(LockstepMachine):
         if self.a is None:
             return {}
         return {
-            r: {"status": s.status.value, "num_computed_tokens": s.num_computed_tokens, "num_tokens": s.num_tokens}
+            r: {"status": s.status.value, "num_computed_tokens": s.num_computed_tokens, "num_tokens": s.num_tokens,
+                "num_prompt_tokens": s.num_prompt_tokens}
             for r, s in self.a.manager.requests.items()
         }
 
     def act(self, op: dict) -> dict:
         out = self.step(op)
         self.last_lookup = None
+        if op["op"] == "allocate_slots" and out.get("result") is not None:
+            self.last_chunk[op["req"]] = op["num_new_tokens"]
+        elif op["op"] in ("preempt", "free") and "result" in out:
+            self.last_chunk.pop(op["req"], None)
         return out
 
     def remaining(self, req: str, hit: int = 0) -> int:
@@ -284,12 +290,13 @@ class V1Machine(LockstepMachine):
         left = self.remaining(req, hit)
         n = data.draw(st.one_of(st.just(left), st.integers(1, max(1, left)), st.just(0), st.just(left + 1)), label="n")
         extras = self.allocation_extras(data, req)
-        done = live[req]["num_computed_tokens"]
-        if self.has_sliding_group() and live[req]["status"] == "running" and done:
+        state, last = live[req], self.last_chunk.get(req, 0)
+        if (self.has_sliding_group() and state["status"] == "running" and not use_hit and last and 1 <= n <= left
+                and state["num_computed_tokens"] + n <= state["num_prompt_tokens"]):
             # Asynchronous scheduling schedules a prefill's next chunk before the previous one has
-            # run: up to all of the computed tokens may still be in flight.
+            # run: up to that chunk's tokens may still be in flight (never a prefix hit's).
             extras["num_in_flight_tokens"] = data.draw(
-                st.sampled_from([0, 0, 1, self.config.block_size, done]).map(lambda k: min(k, done)), label="in_flight")
+                st.sampled_from([0, 1, self.config.block_size, last, last]).map(lambda k: min(k, last)), label="in_flight")
         self.act({"op": "allocate_slots", "req": req, "num_new_tokens": n, "use_hit": use_hit, **extras})
 
     @precondition(lambda self: any(r["status"] != "running" for r in self.live().values()))

@@ -69,9 +69,9 @@ def test_internal_fragmentation_counts_reservations_past_the_final_length():
 
 
 def test_the_committed_report_matches_a_rerun_of_the_reservation_schemes():
-    """Catches: a change to the simulator or the schemes without a regenerated report (the capacity
-    page would show figures the code no longer computes, as it once showed 0 % internal
-    fragmentation for the reservation schemes)."""
+    """Catches: a change to the simulator or the reservation schemes without a regenerated report
+    (the capacity page would show figures the code no longer computes, as it once showed 0 %
+    internal fragmentation for them). The paged rows, which take minutes, are not rerun here."""
     import dataclasses
     import json
     from pathlib import Path

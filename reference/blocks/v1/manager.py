@@ -253,7 +253,9 @@ class KVCacheManager:
         # Release out-of-window pages first, so this allocation can reuse them. (v0.10.2 passes
         # request.num_computed_tokens here; it differs from total_computed only when a hit is
         # adopted, and then the table is still empty.) From 0.26.0 only the pages the step in
-        # flight no longer reads go.
+        # flight no longer reads go. The count may exceed the computed tokens: a preempted request
+        # keeps it while its computed tokens go back to 0, so the position is clamped at 0
+        #   v0.33.0 vllm/v1/core/sched/scheduler.py:1822, 1835
         processed = max(0, total_computed - num_in_flight_tokens) \
             if self.policy.frees_behind_in_flight_tokens else total_computed
         for group in self.groups:
@@ -385,9 +387,6 @@ class KVCacheManager:
         ):
             if not _is_count(value):
                 raise InvalidArgument(f"{name} must be a non-negative int, got {value!r}")
-        if num_in_flight_tokens > state.num_computed_tokens:
-            raise InvalidArgument(f"{num_in_flight_tokens} tokens in flight but request {state.request_id!r} "
-                                  f"has {state.num_computed_tokens} computed")
         if hit is None:
             if num_new_computed_tokens:
                 raise InvalidArgument("num_new_computed_tokens given without new_computed_blocks")
