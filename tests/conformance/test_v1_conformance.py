@@ -273,3 +273,33 @@ def test_builtin_hash_chains_start_from_a_sha256_seed_in_0_9_2():
     assert snap["none_hash"] == repr(sha256_pickle_int("0"))
     _, snap = run_ops(cfg(), V1_V0_10_2, [])
     assert len(bytes.fromhex(snap["none_hash"])) == 32
+
+
+@pytest.mark.reference_only
+def test_the_sliding_window_machine_puts_prompt_chunks_in_flight(monkeypatch):
+    """Catches: the in-flight draw never made (the machines would not check the lag of
+    asynchronous scheduling) or made where asynchronous scheduling cannot put tokens in flight: on
+    an allocation that adopts a prefix hit, or with more tokens than the request's previous chunk."""
+    from hypothesis import HealthCheck, settings
+
+    import conformance.lockstep as lockstep
+
+    monkeypatch.setattr(lockstep, "machine_settings", lambda examples, steps: settings(
+        max_examples=examples, stateful_step_count=steps, derandomize=True, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck)))
+    drawn, last_chunk = [], {}
+    apply = ReferenceV1System.apply
+
+    def spy(self, op):
+        key = (id(self), op.get("req"))
+        if op.get("num_in_flight_tokens"):
+            drawn.append((op["num_in_flight_tokens"], last_chunk.get(key, 0), op["use_hit"]))
+        out = apply(self, op)
+        if op["op"] == "allocate_slots" and out is not None:
+            last_chunk[key] = op["num_new_tokens"]
+        return out
+
+    monkeypatch.setattr(ReferenceV1System, "apply", spy)
+    assert run_machine(v1.V1ReferencePeerSlidingWindow, 200, 50).passed
+    assert drawn
+    assert all(count <= previous and not use_hit for count, previous, use_hit in drawn)

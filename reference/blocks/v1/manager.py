@@ -229,9 +229,10 @@ class KVCacheManager:
         Returns the newly allocated blocks per group, or None when the pool is too small (after
         having released the request's out-of-window pages, which happens either way), or, with
         ``full_sequence_must_fit``, when the request's whole current sequence would not fit
-        (then before releasing anything). ``num_in_flight_tokens`` of the request's computed
-        tokens belong to a step that has not run yet (asynchronous scheduling); from 0.26.0 the
-        pages that step still reads are kept (``V1Policy.frees_behind_in_flight_tokens``).
+        (then before releasing anything). ``num_in_flight_tokens`` is the request's count of
+        tokens in steps scheduled but not yet run (asynchronous scheduling); from 0.26.0 the
+        pages those steps still read are kept (``V1Policy.frees_behind_in_flight_tokens``). It may
+        exceed the computed tokens (a preempted request keeps it); the release is then at 0.
         """
         state = self._request(request_id)
         self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens,
