@@ -231,8 +231,9 @@ class KVCacheManager:
         ``full_sequence_must_fit``, when the request's whole current sequence would not fit
         (then before releasing anything). ``num_in_flight_tokens`` is the request's count of
         tokens in steps scheduled but not yet run (asynchronous scheduling); from 0.26.0 the
-        pages those steps still read are kept (``V1Policy.frees_behind_in_flight_tokens``). It may
-        exceed the computed tokens (a preempted request keeps it); the release is then at 0.
+        pages those steps still read are kept (``V1Policy.frees_behind_in_flight_tokens``); the
+        count may then exceed the computed tokens (a preempted request keeps it), and the release
+        is at 0. Earlier policies release at the computed tokens whatever the count.
         """
         state = self._request(request_id)
         self._check_allocation(state, num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens,
