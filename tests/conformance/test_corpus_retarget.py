@@ -22,6 +22,18 @@ def installed_as(monkeypatch, release: str, policy=None) -> None:
     monkeypatch.setattr("conformance.versions.installed_mechanisms", lambda: None)
 
 
+def recorded_replays(monkeypatch, field: str) -> list:
+    """Replace the corpus's replay by one that records each trace's config ``field`` and passes."""
+    replayed = []
+
+    def fake_replay(trace):
+        replayed.append(trace["config"].get(field))
+        return len(trace["ops"]), None
+
+    monkeypatch.setattr(corpus, "replay", fake_replay)
+    return replayed
+
+
 def retention_pin_trace() -> dict:
     """The committed two-group trace with a retention interval (a fresh copy)."""
     return json.loads(next(p for p in V1_TRACES if "retention-shared-prefix-pin" in p.name).read_text())
@@ -55,13 +67,7 @@ def test_at_an_unpinned_release_each_config_and_op_sequence_is_replayed_once(mon
     releases) replayed twice, or skipped: of the 11 V1 traces, 5 pinned pairs and one single trace
     are 6 replays at 0.20.2."""
     installed_as(monkeypatch, "0.20.2")
-    replayed = []
-
-    def fake_replay(trace):
-        replayed.append(trace["config"].get("policy"))
-        return len(trace["ops"]), None
-
-    monkeypatch.setattr(corpus, "replay", fake_replay)
+    replayed = recorded_replays(monkeypatch, "policy")
     result = corpus.run_corpus()
     assert len(V1_TRACES) == 11 and replayed.count("v0.20.2") == 6
     assert result.passed
@@ -121,13 +127,7 @@ def test_the_corpus_skips_a_trace_whose_groups_the_release_refuses(monkeypatch):
     """Catches: a two-group trace replayed at 0.8.5, whose manager takes one group (the reference
     would refuse the config and the corpus would fail with an error that is the harness's)."""
     installed_as(monkeypatch, "0.8.5")
-    replayed = []
-
-    def fake_replay(trace):
-        replayed.append(trace["config"].get("groups"))
-        return len(trace["ops"]), None
-
-    monkeypatch.setattr(corpus, "replay", fake_replay)
+    replayed = recorded_replays(monkeypatch, "groups")
     result = corpus.run_corpus()
     assert result.passed and "groups v0.8.5 refuses" in result.detail
     assert all(len(groups) == 1 for groups in replayed if groups is not None)
