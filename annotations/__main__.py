@@ -1,4 +1,4 @@
-"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage|cite|verify-citation|drift``.
+"""Command line for the annotations: ``python -m annotations fetch|stamp|check|coverage|cite|verify-citation|drift|sample``.
 
 * ``fetch [--version V] [--checkout PATH] [FILES]``: obtain every upstream file the annotation
   files name, verify each against its header's sha256, and say what was fetched.
@@ -12,6 +12,9 @@
 * ``verify-citation TEXT|-``: each pasted citation against the release bytes: fine, moved, drifted.
 * ``drift VERSION``: follow every note into a later release (``annotations.drift``): unchanged,
   moved, changed or gone; writes ``annotations/drift/v<pinned>-to-<VERSION>.json`` and a summary.
+* ``sample [--count N] [--seed S] [--notes ID...] [--out FILE]``: an audit worksheet
+  (``annotations.audit_sheet``): notes drawn by the auditor's seed, or named, each beside its
+  sha256-verified upstream lines, its header's reach lines and empty verdict lines.
 * ``drift --check``: recompute the committed reports from the sdists; exit 1 where they disagree,
   or where a changed note of the newest pinned release has no ``- later:`` line.
 
@@ -22,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from annotations import citations, cite, drift
+from annotations import audit_sheet, citations, cite, drift
 from annotations.check import Checker, FileCoverage
 from annotations.model import (
     ANNOTATIONS_ROOT,
@@ -284,6 +288,55 @@ def add_drift_command(sub) -> None:
     cmd.set_defaults(func=cmd_drift)
 
 
+def _repository_commit(repo: Path) -> str:
+    """This repository's commit, marked when the annotations have uncommitted changes."""
+    def git(*words: str) -> str:
+        out = subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True, check=False)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown (not a git checkout)"
+    return commit + (" with uncommitted changes to annotations/" if git("status", "--porcelain", "--", "annotations") else "")
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    """Write an audit worksheet for notes drawn by a seed or named by the auditor."""
+    try:
+        notes = audit_sheet.population(args.root)
+        if args.notes:
+            chosen = audit_sheet.named(notes, args.notes)
+            how = "python -m annotations sample --notes " + " ".join(args.notes)
+        else:
+            seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(8), "big")
+            chosen = audit_sheet.draw(notes, args.count, seed)
+            how = f"python -m annotations sample --count {args.count} --seed {seed}"
+        sheet = audit_sheet.worksheet(chosen, _reader(args.checkout), args.site_url or cite.site_url(), how,
+                                      _repository_commit(args.root.parent), len(notes), args.root)
+    except (audit_sheet.SampleError, cite.CiteError, fetch.UpstreamError, AnnotationFormatError, OSError) as err:
+        print(f"sample: {err}", file=sys.stderr)
+        return 2
+    if args.out is None:
+        sys.stdout.write(sheet)
+    else:
+        args.out.write_text(sheet, encoding="utf-8")
+        print(f"wrote {args.out}: {len(chosen)} notes", file=sys.stderr)
+    print(f"reproduce with: {how}", file=sys.stderr)
+    return 0
+
+
+def add_sample_command(sub) -> None:
+    """The ``sample`` subcommand."""
+    cmd = sub.add_parser("sample", help="write an audit worksheet for notes drawn at random or named")
+    cmd.add_argument("--count", type=int, default=20, help="how many notes to draw (default 20)")
+    cmd.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a fresh one from os.urandom)")
+    cmd.add_argument("--notes", nargs="+", metavar="NOTE_ID", default=None,
+                     help="audit these notes instead of a draw (ids, or v<version>/<path>#<id> where ids repeat)")
+    cmd.add_argument("--out", type=Path, default=None, help="write the worksheet here instead of standard output")
+    cmd.add_argument("--site-url", default=None, help="the site the citations link to (default: mkdocs.yml site_url)")
+    cmd.add_argument("--checkout", type=Path, default=None, help="a local vLLM git checkout with the pinned tags")
+    cmd.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
+    cmd.set_defaults(func=cmd_sample)
+
+
 def main(argv: list[str] | None = None) -> int:
     repo = str(ANNOTATIONS_ROOT.parent)
     if repo not in sys.path:
@@ -307,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd.set_defaults(func=func)
     add_cite_commands(sub)
     add_drift_command(sub)
+    add_sample_command(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
