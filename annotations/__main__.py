@@ -12,11 +12,13 @@
 * ``verify-citation TEXT|-``: each pasted citation against the release bytes: fine, moved, drifted.
 * ``drift VERSION``: follow every note into a later release (``annotations.drift``): unchanged,
   moved, changed or gone; writes ``annotations/drift/v<pinned>-to-<VERSION>.json`` and a summary.
-* ``sample [--count N] [--seed S] [--notes ID...] [--out FILE]``: an audit worksheet
-  (``annotations.audit_sheet``): notes drawn by the auditor's seed, or named, each beside its
-  sha256-verified upstream lines, its header's reach lines and empty verdict lines.
 * ``drift --check``: recompute the committed reports from the sdists; exit 1 where they disagree,
   or where a changed note of the newest pinned release has no ``- later:`` line.
+* ``sample [--count N] [--seed S] [--context N] [--out FILE]`` (or ``--notes ID...`` in place of
+  count and seed): an audit worksheet (``annotations.audit_sheet``): notes drawn by the auditor's
+  seed, or named, each beside its
+  sha256-verified upstream lines, its links and later releases, with empty verdict lines; each
+  file's reach header lines once at the end.
 
 Run from the repository root with the dev environment, so ``ref`` links can import ``reference``.
 """
@@ -288,36 +290,53 @@ def add_drift_command(sub) -> None:
     cmd.set_defaults(func=cmd_drift)
 
 
-def _repository_commit(repo: Path) -> str:
-    """This repository's commit, marked when the annotations have uncommitted changes."""
+def _repository_commit(root: Path) -> str:
+    """The commit of the checkout holding the annotations root, marked when the root has uncommitted changes."""
     def git(*words: str) -> str:
-        out = subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True, check=False)
+        out = subprocess.run(["git", "-C", str(root), *words], capture_output=True, text=True, check=False)
         return out.stdout.strip() if out.returncode == 0 else ""
 
     commit = git("rev-parse", "--short=12", "HEAD") or "unknown (not a git checkout)"
-    return commit + (" with uncommitted changes to annotations/" if git("status", "--porcelain", "--", "annotations") else "")
+    changed = git("status", "--porcelain", "--", ".")
+    return commit + (f" with uncommitted changes to {root.name}/" if changed else "")
+
+
+def _property_checks() -> dict[str, str]:
+    """Each conformance property's sentence of what it compares (empty when conformance cannot load)."""
+    try:
+        from conformance.properties import all_properties
+    except ImportError:
+        return {}
+    return {name: prop.checks for name, prop in all_properties().items()}
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
     """Write an audit worksheet for notes drawn by a seed or named by the auditor."""
     try:
+        if args.context < 0:
+            raise audit_sheet.SampleError(f"--context {args.context}: give 0 or more lines")
         notes = audit_sheet.population(args.root)
         if args.notes:
+            if args.count is not None or args.seed is not None:
+                raise audit_sheet.SampleError("--notes names the notes to audit: leave out --count and --seed")
             chosen = audit_sheet.named(notes, args.notes)
             how = "python -m annotations sample --notes " + " ".join(args.notes)
         else:
+            count = audit_sheet.DEFAULT_COUNT if args.count is None else args.count
             seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(8), "big")
-            chosen = audit_sheet.draw(notes, args.count, seed)
-            how = f"python -m annotations sample --count {args.count} --seed {seed}"
-        sheet = audit_sheet.worksheet(chosen, _reader(args.checkout), args.site_url or cite.site_url(), how,
-                                      _repository_commit(args.root.parent), len(notes), args.root)
-    except (audit_sheet.SampleError, cite.CiteError, fetch.UpstreamError, AnnotationFormatError, OSError) as err:
+            chosen = audit_sheet.draw(notes, count, seed)
+            how = f"python -m annotations sample --count {count} --seed {seed}"
+        sheet = audit_sheet.worksheet(chosen, _reader(args.checkout), how, _repository_commit(args.root),
+                                      len(notes), args.root, _property_checks(), args.context)
+        if args.out is not None:
+            args.out.write_text(sheet, encoding="utf-8")
+    except (audit_sheet.SampleError, cite.CiteError, drift.DriftError, fetch.UpstreamError,
+            AnnotationFormatError, OSError) as err:
         print(f"sample: {err}", file=sys.stderr)
         return 2
     if args.out is None:
         sys.stdout.write(sheet)
     else:
-        args.out.write_text(sheet, encoding="utf-8")
         print(f"wrote {args.out}: {len(chosen)} notes", file=sys.stderr)
     print(f"reproduce with: {how}", file=sys.stderr)
     return 0
@@ -326,12 +345,15 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def add_sample_command(sub) -> None:
     """The ``sample`` subcommand."""
     cmd = sub.add_parser("sample", help="write an audit worksheet for notes drawn at random or named")
-    cmd.add_argument("--count", type=int, default=20, help="how many notes to draw (default 20)")
+    cmd.add_argument("--count", type=int, default=None,
+                     help=f"how many notes to draw (default {audit_sheet.DEFAULT_COUNT})")
     cmd.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a fresh one from os.urandom)")
     cmd.add_argument("--notes", nargs="+", metavar="NOTE_ID", default=None,
-                     help="audit these notes instead of a draw (ids, or v<version>/<path>#<id> where ids repeat)")
+                     help="audit these notes instead of a draw (ids, or v<version>/<path>#<id> where ids repeat); "
+                          "not with --count or --seed")
     cmd.add_argument("--out", type=Path, default=None, help="write the worksheet here instead of standard output")
-    cmd.add_argument("--site-url", default=None, help="the site the citations link to (default: mkdocs.yml site_url)")
+    cmd.add_argument("--context", type=int, default=audit_sheet.CONTEXT_LINES,
+                     help=f"upstream lines shown before and after each note's range (default {audit_sheet.CONTEXT_LINES})")
     cmd.add_argument("--checkout", type=Path, default=None, help="a local vLLM git checkout with the pinned tags")
     cmd.add_argument("--root", type=Path, default=ANNOTATIONS_ROOT, help=argparse.SUPPRESS)
     cmd.set_defaults(func=cmd_sample)

@@ -1,29 +1,41 @@
 """Audit worksheets: notes chosen by the auditor, each printed beside its sha256-verified lines.
 
-``python -m annotations sample`` lets someone who did not write the notes audit them without
-trusting this repository's tools for anything but fetching the bytes: the auditor's seed (or list
+``python -m annotations sample`` serves someone who did not write the notes: their seed (or list
 of note ids) chooses the notes, and the worksheet gives, for each one, the note exactly as written
-in its annotation file, the header lines and shared definitions that decide its reach status, its
-citation, the upstream lines it covers (the file refused unless its sha256 is the header's) and
-empty verdict lines. The draw is reproducible: the same seed over the same notes draws the same
-notes, and the worksheet names the command that drew them.
+in its annotation file, the upstream lines it covers with the lines around them and their numbers
+(the file refused unless its sha256 is the one the annotation header records), where its ``- ref:``
+symbols are defined and what its ``- prop:`` properties compare, what became of its lines in each
+later release the committed drift reports follow, and empty verdict lines for each thing to judge.
+The header lines that decide the notes' reach statuses, with the shared definitions they include,
+are printed once per file at the end. What the auditor still takes from this repository's tools
+can be checked by hand: the number of notes drawn from (one per ``## `` note heading under
+``annotations/v*/``), each note's file and line, and the upstream sha256 against the release's sdist.
+The draw is reproducible: the same seed over the same notes draws the same notes, and the
+worksheet names the command that drew them.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotations import cite
+from annotations import cite, drift
 from annotations import serving as serving_definitions
+from annotations.check import reference_source, resolve_ref
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, Note, Reader, annotation_paths, parse
 
 VERDICTS = ("true", "imprecise", "wrong", "not fully audited")
+#: what a verdict is given for, one line each on the worksheet
+JUDGED = ("prose", "reach status", "links (ref, prop, see)", "later releases")
+CONTEXT_LINES = 5  # upstream lines shown before and after a note's range
+DEFAULT_COUNT = 20  # notes drawn when the auditor names no count
 
 
 class SampleError(ValueError):
-    """A draw that cannot be made: too many notes asked for, or a note id that names no note."""
+    """A request that cannot be met: a count outside 1 to the number of notes, a reference that names
+    no note or several, or options that contradict each other."""
 
 
 @dataclass(frozen=True)
@@ -54,14 +66,15 @@ def draw(notes: list[Drawn], count: int, seed: int) -> list[Drawn]:
 
 
 def named(notes: list[Drawn], references: list[str]) -> list[Drawn]:
-    """The notes the auditor names, each a note id or ``v<version>/<path>#<id>``, in the order given.
+    """The notes the auditor names, in the order given, each as ``python -m annotations cite`` takes it:
+    a note id, or ``v<version>/<path>#<id>`` where ids repeat.
 
     Raises :class:`SampleError` naming every reference that matches no note or several notes.
     """
     chosen: list[Drawn] = []
     problems: list[str] = []
     for reference in references:
-        matches = [d for d in notes if reference in (d.note.id, d.qualified_id)]
+        matches = [d for d in notes if cite.names_note(reference, d.annotation, d.note)]
         if len(matches) == 1:
             if matches[0] not in chosen:
                 chosen.append(matches[0])
@@ -75,6 +88,7 @@ def named(notes: list[Drawn], references: list[str]) -> list[Drawn]:
     return chosen
 
 
+# -- what the worksheet shows for one note ----------------------------------------------------------
 def raw_note(drawn: Drawn) -> str:
     """The note's lines exactly as its annotation file holds them, from its heading to the next."""
     lines = drawn.annotation.path.read_text(encoding="utf-8").split("\n")
@@ -83,66 +97,140 @@ def raw_note(drawn: Drawn) -> str:
     return "\n".join(lines[drawn.note.heading_line - 1 : stop]).strip("\n")
 
 
-def header_lines(annotation: AnnotationFile) -> list[str]:
-    """The file's ``serving:`` and ``reach:`` header lines as written (they decide a note's status)."""
-    lines = annotation.path.read_text(encoding="utf-8").split("\n")
-    end = lines.index("---", 1) if lines and lines[0] == "---" and "---" in lines[1:] else 0
-    return [line for line in lines[1:end] if line.startswith(("serving:", "reach:"))]
-
-
-def included_definitions(drawn: Drawn, root: Path) -> list[tuple[str, str]]:
-    """(name, paragraph) of every ``{{name}}`` the note or its header lines include, in name order."""
-    text = raw_note(drawn) + "\n" + "\n".join(header_lines(drawn.annotation))
+def definitions_in(text: str, version: str, root: Path) -> list[tuple[str, str]]:
+    """(name, paragraph) of every ``{{name}}`` that ``text`` includes, in name order."""
     definitions = serving_definitions.definitions_at(root)
-    version = drawn.annotation.version
     return [(name, definitions.get((version, name), "(not defined)"))
             for name in sorted(serving_definitions.names_used(text))]
+
+
+def excerpt(annotation: AnnotationFile, note: Note, reader: Reader, context: int = CONTEXT_LINES) -> str:
+    """The note's upstream lines with ``context`` lines either side, numbered; its own marked ``>``.
+
+    Raises :class:`annotations.cite.CiteError` for bytes that are not the annotated file's, or a
+    note that no longer matches its lines.
+    """
+    lines = cite.note_lines(annotation, note, reader)
+    first, last = max(1, note.start - context), min(len(lines), note.end + context)
+    width = len(str(last))
+    rows = []
+    for number in range(first, last + 1):
+        mark = ">" if note.start <= number <= note.end else " "
+        text = lines[number - 1].decode("utf-8", "replace").rstrip("\n")
+        rows.append(f"{mark} {number:>{width}} | {text}".rstrip())
+    return cite.fenced("\n".join(rows), "text")
+
+
+def reference_location(dotted: str, repo: Path) -> str:
+    """Where a ``- ref:`` symbol is defined: ``reference/...py L<n>``, or why that is not known."""
+    if resolve_ref(dotted) is not None:
+        return "not found (run `python -m annotations check`)"
+    found = reference_source(dotted)
+    if found is None:
+        return "defined without a source line of its own (a constant or an alias)"
+    source, line = found
+    shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
+    return f"`{shown}` L{line}"
+
+
+def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.DriftReport], repo: Path) -> list[str]:
+    """What each committed drift report says became of the note's lines, one sentence a release."""
+    relative = drift.relative_path(annotation.path, repo)
+    fates = []
+    for report in reports:
+        if report.from_version != annotation.version:
+            continue
+        followed = report.file(relative)
+        fate = followed.note(note.id) if followed else None
+        if followed is not None and followed.new_sha256 is None:
+            fates.append(f"{report.to_version}: the file is gone")
+        elif fate is None:
+            fates.append(f"{report.to_version}: not followed (run `python -m annotations drift --check`)")
+        else:
+            where = f" (now {fate.new_range_text})" if fate.new_range_text else ""
+            owed = " (a `- later:` line is owed)" if fate.status == "changed" and report.to_version not in note.later else ""
+            fates.append(f"{report.to_version}: {fate.status}{where}{owed}")
+    return fates
 
 
 def _quote(markdown: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in markdown.split("\n"))
 
 
-def worksheet(chosen: list[Drawn], reader: Reader, site: str, how: str, commit: str,
-              population_size: int, root: Path = ANNOTATIONS_ROOT) -> str:
-    """The worksheet as Markdown: how the notes were chosen, then one section per note.
+def _file_letter(index: int) -> str:
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
 
-    Raises :class:`annotations.cite.CiteError` when a file's bytes are not the annotated ones or a
-    note no longer matches its lines (run ``python -m annotations check``): nothing is written then.
+
+def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, population_size: int,
+              root: Path = ANNOTATIONS_ROOT, properties: Mapping[str, str] | None = None,
+              context: int = CONTEXT_LINES) -> str:
+    """The worksheet as Markdown: how the notes were chosen, one section per note, then the files.
+
+    ``properties`` maps a property name to the sentence saying what it compares (the CLI reads
+    conformance's registry). Raises :class:`annotations.cite.CiteError` when a file's bytes are not
+    the annotated ones or a note no longer matches its lines: nothing is written then.
     """
+    repo = root.parent
+    reports = [drift.load(path) for path in drift.committed_reports(root / "drift")]
+    files: list[AnnotationFile] = []
+    for drawn in chosen:
+        if drawn.annotation not in files:
+            files.append(drawn.annotation)
+    letter = {af.cite_path: _file_letter(i) for i, af in enumerate(files)}
     out = [
         "# Audit worksheet",
         "",
         f"Chosen by `{how}` at commit `{commit}` of this repository: {len(chosen)} of the "
         f"{population_size} notes under `annotations/`.",
         "",
-        "For each note: read every sentence against the upstream lines below and the code around them "
-        "in the pinned release; check its reach status (the note's own `- reach:` lines, else its "
-        "file's `reach:` header) against the callers it cites; recompute every number; follow its "
-        "`- ref:` (the reference symbol in `reference/`), `- prop:` (the property in `conformance/`) "
-        "and `- later:` links (the later release's lines). Verdicts: "
-        + ", ".join(f"**{v}**" for v in VERDICTS)
-        + ". For each verdict but true, quote the sentence, give the evidence (file and line "
-        "numbers in the release, a computation or an experiment) and a corrected sentence.",
+        "For each note: read every sentence against the upstream lines below (marked `>`) and the code "
+        "around them in the pinned release; check its reach status (the note's own `- reach:` lines, "
+        "else its file's `reach:` header lines, printed once per file under *Files* at the end) against "
+        "the callers it cites; recompute every number; follow its `- ref:` (the reference symbol), "
+        "`- prop:` (the conformance property) and `- later:` links, and the later releases' lines. "
+        "Give each of " + ", ".join(JUDGED) + " a verdict: " + ", ".join(f"**{v}**" for v in VERDICTS)
+        + ". For each verdict but true, quote the sentence, give the evidence (file and line numbers in "
+        "the release, a computation or an experiment) and a corrected sentence.",
     ]
     for number, drawn in enumerate(chosen, start=1):
         af, note = drawn.annotation, drawn.note
-        block = cite.quoted(af, note, reader)
-        citation = cite.note_citation(af, note).markdown(site)
-        relative = af.path.relative_to(root.parent) if af.path.is_relative_to(root.parent) else af.path
+        block = excerpt(af, note, reader, context)
+        citation = cite.note_citation(af, note)
+        upstream = (f"https://github.com/vllm-project/vllm/blob/v{af.version}/{af.upstream}"
+                    f"#L{note.start}-L{note.end}")
         out += ["", f"## {number}. `{drawn.qualified_id}`", "",
-                f"- cite: {citation}",
-                f"- written at: `{relative}` line {note.heading_line}", ""]
-        header = header_lines(af)
-        if header:
-            out += ["Its file's header lines:", "", "```text", *header, "```", ""]
-        definitions = included_definitions(drawn, root)
+                f"- lines: [`{af.upstream}` {note.range_text}]({upstream}) at v{af.version}, content hash "
+                f"`{citation.hash}`",
+                f"- written at: `{drift.relative_path(af.path, repo)}` line {note.heading_line}",
+                f"- its file's header lines and their definitions: *Files*, {letter[af.cite_path]}"]
+        out += [f"- ref `{ref}`: {reference_location(ref, repo)}" for ref in note.refs]
+        for prop in note.props:
+            checks = (properties or {}).get(prop)
+            out.append(f"- prop `{prop}`: " + (f"checks: {checks}" if checks else "(what it checks: see `conformance/`)"))
+        out += [f"- in {fate}" for fate in later_fates(af, note, reports, repo)]
+        own = definitions_in(raw_note(drawn), af.version, root)
+        if own:
+            out += ["", "Shared definitions the note itself includes (`annotations/serving.md`):", ""]
+            out += [f"- `{af.version}/{name}`: {text}" for name, text in own]
+        out += ["", "The note as written:", "", _quote(raw_note(drawn)), "",
+                f"The upstream lines, sha256-verified, with up to {context} lines around them:", "",
+                block, ""]
+        out += [f"- verdict, {judged}:" for judged in JUDGED]
+        out += ["- evidence:", "- corrected text:"]
+    out += ["", "## Files", "",
+            "Each file's `serving:` and `reach:` header lines as written, and the shared definitions "
+            "they include. A note without its own `- reach:` line takes its file's routes."]
+    for af in files:
+        header = list(af.status_lines)
+        out += ["", f"### {letter[af.cite_path]}. `{af.cite_path}`", ""]
+        out += ["```text", *header, "```"] if header else ["(no `serving:` or `reach:` header lines)"]
+        definitions = definitions_in("\n".join(header), af.version, root)
         if definitions:
-            out += ["Shared definitions it includes (`annotations/serving.md`):", ""]
+            out += ["", "Shared definitions they include (`annotations/serving.md`):", ""]
             out += [f"- `{af.version}/{name}`: {text}" for name, text in definitions]
-            out.append("")
-        out += ["The note as written:", "", _quote(raw_note(drawn)), "",
-                f"The upstream lines, sha256-verified ({af.version}, `{af.upstream}` {note.range_text}):", "",
-                block, "",
-                "- verdict:", "- evidence:", "- corrected text:"]
     return "\n".join(out) + "\n"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import importlib
+import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -172,6 +173,36 @@ def resolve_ref(dotted: str) -> str | None:
             obj = getattr(obj, attr)
         return None
     return f"no module of {dotted!r} can be imported"
+
+
+def reference_source(dotted: str) -> tuple[Path, int] | None:
+    """The source file and first line defining the symbol ``dotted`` names, or ``None`` when the
+    symbol cannot be found or has no source of its own (a constant, an alias).
+
+    A property is located by its getter, a Triton kernel by the function it wraps (``.fn``).
+    """
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return None
+        target = obj.fget if isinstance(obj, property) else obj
+        for candidate in (target, getattr(target, "fn", None)):
+            try:
+                source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
+                line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
+            except (TypeError, OSError):
+                continue
+            if source is not None:
+                return Path(source).resolve(), max(line, 1)
+        return None
+    return None
 
 
 def _spans(numbers: Iterable[int], lines: list[bytes]) -> list[tuple[int, int]]:

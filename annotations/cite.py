@@ -135,6 +135,12 @@ def line_hashes(data: bytes) -> list[str]:
 
 
 # -- finding a note --------------------------------------------------------------------------
+def names_note(reference: str, annotation: AnnotationFile, note: Note) -> bool:
+    """Whether ``reference`` (a note id, or ``v<version>/<path>#<note id>``) names this note."""
+    target_file, _, note_id = reference.rpartition("#")
+    return note.id == note_id and (not target_file or annotation.cite_path == target_file)
+
+
 def find_note(reference: str, root: Path = ANNOTATIONS_ROOT, version: str | None = None) -> tuple[AnnotationFile, Note]:
     """The note named ``reference``: a note id, or ``v<version>/<path>#<note id>`` where ids repeat.
 
@@ -146,11 +152,7 @@ def find_note(reference: str, root: Path = ANNOTATIONS_ROOT, version: str | None
         af = parse(path)
         if version is not None and af.version != version:
             continue
-        if target_file and af.cite_path != target_file:
-            continue
-        note = af.note(note_id)
-        if note is not None:
-            matches.append((af, note))
+        matches += [(af, note) for note in af.notes if names_note(reference, af, note)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -170,8 +172,8 @@ def verified_lines(annotation: AnnotationFile, reader: Reader) -> list[bytes]:
     return upstream_lines(data)
 
 
-def quoted(annotation: AnnotationFile, note: Note, reader: Reader) -> str:
-    """The note's upstream lines, sha256-verified, as a fenced Markdown block.
+def note_lines(annotation: AnnotationFile, note: Note, reader: Reader) -> list[bytes]:
+    """Every line of the annotated file, sha256-verified, once the note is known to match its range.
 
     Raises :class:`CiteError` when the note no longer matches its lines (a stale note is not cited).
     """
@@ -179,10 +181,24 @@ def quoted(annotation: AnnotationFile, note: Note, reader: Reader) -> str:
     if note.end > len(lines) or range_hash(lines, note.start, note.end) != note.hash:
         raise CiteError(f"note `{note.id}` {note.range_text} does not match its upstream lines "
                         "(run `python -m annotations check`)")
-    text = b"".join(lines[note.start - 1 : note.end]).decode("utf-8", "replace").rstrip("\n")
+    return lines
+
+
+def fenced(text: str, language: str = "") -> str:
+    """``text`` in a Markdown code fence longer than any run of backticks inside it."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
-    return f"{fence}{_language(annotation.upstream)}\n{text}\n{fence}"
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def quoted(annotation: AnnotationFile, note: Note, reader: Reader) -> str:
+    """The note's upstream lines, sha256-verified, as a fenced Markdown block.
+
+    Raises :class:`CiteError` when the note no longer matches its lines (a stale note is not cited).
+    """
+    lines = note_lines(annotation, note, reader)
+    text = b"".join(lines[note.start - 1 : note.end]).decode("utf-8", "replace").rstrip("\n")
+    return fenced(text, _language(annotation.upstream))
 
 
 def _language(path: str) -> str:

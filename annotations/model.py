@@ -115,6 +115,8 @@ class AnnotationFile:
     serving: str = ""  # what "the serving path" means for this file (header ``serving:``, expanded)
     #: the shared definitions its ``serving:`` and ``reach:`` lines include (``{{name}}``, see ``annotations.serving``)
     serving_names: frozenset[str] = frozenset()
+    #: the header's ``serving:`` and ``reach:`` lines as written, ``{{name}}`` includes unexpanded
+    status_lines: tuple[str, ...] = ()
 
     def reach_of(self, note: Note) -> Reach | None:
         """The note's reachability: its own ``- reach:`` line, else the file's default."""
@@ -333,6 +335,8 @@ def parse_text(path: Path | str, text: str, definitions: serving_definitions.Def
             | serving_definitions.names_used(header.get("reach", ""))
             | included
         ),
+        status_lines=tuple(line.rstrip() for line in lines[1 : body_start - 1]
+                           if line.startswith(("serving:", "reach:"))),
     )
 
 

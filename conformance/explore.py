@@ -20,8 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import importlib
-import inspect
 import json
 import sys
 import tempfile
@@ -56,20 +54,10 @@ def github_note_href(note: NoteRef) -> str:
 
 def reference_href(dotted: str) -> str | None:
     """The installed reference's source file defining ``dotted`` (a ``file:`` URL), or None."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for name in parts[cut:]:
-                obj = getattr(obj, name)
-            source = inspect.getsourcefile(obj)
-        except (AttributeError, TypeError):
-            return None
-        return None if source is None else Path(source).resolve().as_uri()
-    return None
+    from annotations.check import reference_source
+
+    found = reference_source(dotted)
+    return None if found is None else found[0].as_uri()
 
 
 def _check_sides(trace: dict, source: str) -> None:

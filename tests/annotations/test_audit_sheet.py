@@ -1,20 +1,23 @@
 """Audit worksheets (``annotations.audit_sheet``) and ``python -m annotations sample``.
 
 Everything runs on the toy release (``annotation_toy``): four notes in one file, a second file
-reusing one note id, and a fake reader, so a draw, a named list and a refusal can each be seen
-whole.
+reusing one note id, a committed drift report of our own and a fake reader, so a draw, a named
+list, a worksheet and a refusal can each be seen whole.
 """
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 from annotation_toy import TOY_SOURCE, UPSTREAM, VERSION, NoteSpec
 
+import annotations as package
 import annotations.__main__ as cli
-from annotations import audit_sheet, cite
-from annotations.model import range_hash, upstream_lines
+from annotations import audit_sheet, cite, drift
+from annotations.model import parse, range_hash, upstream_lines
 
-SITE = "https://study.example/"
 IDS = ["ring.module", "ring.init", "ring.push", "ring.peek"]
 
 
@@ -24,11 +27,14 @@ def offline(monkeypatch, toy):
     return toy
 
 
+PUSH_BODY = "Push drops the oldest item when the ring is full."
+
+
 def _two_files(toy) -> None:
     """The toy file, plus ``toy/other.py`` (same bytes) whose only note reuses the id ``ring.push``."""
     toy.write(notes=[NoteSpec("ring.module", 1, 3, body="The module docstring and its import."),
-                     NoteSpec("ring.init", 6, 9), NoteSpec("ring.push", 11, 14, links=("prop: toy.prop",)),
-                     NoteSpec("ring.peek", 16, 17)])
+                     NoteSpec("ring.init", 6, 9), NoteSpec("ring.push", 11, 14, links=("prop: toy.prop",), body=PUSH_BODY),
+                     NoteSpec("ring.peek", 16, 17, body="Peek reads the oldest item.")])
     toy.files[(VERSION, "toy/other.py")] = TOY_SOURCE
     other = toy.text([NoteSpec("ring.push", 11, 14)], upstream="toy/other.py", coverage="0")
     toy.write(text=other, where=f"v{VERSION}/toy/other.py.md")
@@ -46,12 +52,13 @@ def test_draw_is_reproducible_distinct_and_differs_between_seeds(toy):
     """Catches: a seed that does not reproduce its draw, a note drawn twice, or a seed that is ignored."""
     _two_files(toy)
     notes = audit_sheet.population(toy.root)
-    draws = {seed: [d.qualified_id for d in audit_sheet.draw(notes, 3, seed)] for seed in range(12)}
-    assert all(len(set(ids)) == 3 for ids in draws.values())
-    assert draws[5] == [d.qualified_id for d in audit_sheet.draw(notes, 3, 5)]
-    assert len({tuple(ids) for ids in draws.values()}) > 1
+    ids = lambda seed: [d.qualified_id for d in audit_sheet.draw(notes, 3, seed)]  # noqa: E731
+    draws = {seed: ids(seed) for seed in range(12)}
+    assert all(ids(seed) == drawn for seed, drawn in draws.items())
+    assert all(len(set(drawn)) == 3 for drawn in draws.values())
+    assert len({tuple(drawn) for drawn in draws.values()}) > 1
     order = [d.qualified_id for d in notes]
-    assert all(ids == sorted(ids, key=order.index) for ids in draws.values())
+    assert all(drawn == sorted(drawn, key=order.index) for drawn in draws.values())
 
 
 def test_draw_refuses_counts_outside_the_population(toy):
@@ -67,8 +74,9 @@ def test_named_resolves_ids_and_refuses_unknown_or_ambiguous_ones(toy):
     """Catches: an unknown id dropped without a word, or a repeated id resolved to either file at random."""
     _two_files(toy)
     notes = audit_sheet.population(toy.root)
-    chosen = audit_sheet.named(notes, ["ring.peek", f"v{VERSION}/toy/other.py#ring.push", "ring.peek"])
-    assert [d.qualified_id for d in chosen] == [f"v{VERSION}/{UPSTREAM}#ring.peek", f"v{VERSION}/toy/other.py#ring.push"]
+    chosen = audit_sheet.named(notes, ["ring.peek", f"v{VERSION}/toy/other.py#ring.push", "ring.peek", "#ring.init"])
+    assert [d.qualified_id for d in chosen] == [f"v{VERSION}/{UPSTREAM}#ring.peek", f"v{VERSION}/toy/other.py#ring.push",
+                                                f"v{VERSION}/{UPSTREAM}#ring.init"]
     with pytest.raises(audit_sheet.SampleError) as err:
         audit_sheet.named(notes, ["ring.nope", "ring.push"])
     assert "`ring.nope` names no note" in str(err.value)
@@ -80,14 +88,79 @@ def test_worksheet_shows_the_note_as_written_beside_its_verified_lines(toy):
     _two_files(toy)
     notes = audit_sheet.population(toy.root)
     chosen = audit_sheet.named(notes, [f"v{VERSION}/{UPSTREAM}#ring.push"])
-    sheet = audit_sheet.worksheet(chosen, toy.reader, SITE, "python -m annotations sample --notes X", "abc123", 5, toy.root)
+    sheet = audit_sheet.worksheet(chosen, toy.reader, "python -m annotations sample --notes X", "abc123", 5, toy.root,
+                                  {"toy.prop": "Pushes agree."}, context=1)
     digest = range_hash(upstream_lines(TOY_SOURCE), 11, 14)
     assert "Chosen by `python -m annotations sample --notes X` at commit `abc123`" in sheet
     assert "1 of the 5 notes" in sheet
-    assert f"> ## `ring.push` L11-L14 · {digest}" in sheet and "> - prop: toy.prop" in sheet
-    assert "```python\n    def push(self, item):\n" in sheet and "self.items.append(item)\n```" in sheet
+    assert f"> ## `ring.push` L11-L14 · {digest}\n>\n> {PUSH_BODY}\n>\n> - prop: toy.prop\n\n" in sheet
+    assert "ring.peek" not in sheet and "Peek reads" not in sheet
+    assert "- prop `toy.prop`: checks: Pushes agree." in sheet
+    assert ("  10 |\n> 11 |     def push(self, item):\n> 12 |         if len(self.items) == self.size:\n"
+            "> 13 |             self.items.popleft()\n> 14 |         self.items.append(item)\n  15 |\n```") in sheet
     assert "self.items[0]" not in sheet
-    assert sheet.count("- verdict:") == 1
+    assert sheet.count("- verdict, prose:") == 1 and sheet.count("- verdict, reach status:") == 1
+
+
+def test_excerpt_numbers_lines_marks_the_note_and_stops_at_the_file_edges(toy):
+    """Catches: context lines passed off as the note's own, wrong line numbers, or context read past the file's ends."""
+    af = parse(toy.write())
+    head = audit_sheet.excerpt(af, af.note("ring.module"), toy.reader, context=3)
+    assert head.split("\n")[1:-1] == [
+        '> 1 | """A toy ring queue used only to test the annotation checker."""', "> 2 |", "> 3 | import collections",
+        "  4 |", "  5 |", "  6 | class Ring:"]
+    tail = audit_sheet.excerpt(af, af.note("ring.peek"), toy.reader, context=5)
+    assert tail.split("\n")[1] == "  11 |     def push(self, item):"
+    assert tail.split("\n")[-3:-1] == ["> 16 |     def peek(self):", "> 17 |         return self.items[0]"]
+
+
+def test_files_section_prints_each_header_once_with_its_definitions(toy):
+    """Catches: a file's long header repeated under every note (the sheet grows with the draw), or a `{{name}}` shown without its words."""
+    (toy.root / "serving.md").write_text(f"# Serving\n\n## `{VERSION}/toy-route`\n\nThe toy scheduler calls push.\n",
+                                         encoding="utf-8")
+    toy.write(serving="Serving the toy. {{toy-route}}")
+    chosen = audit_sheet.population(toy.root)
+    sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 4, toy.root)
+    assert sheet.count("serving: Serving the toy. {{toy-route}}") == 1
+    assert sheet.count(f"- `{VERSION}/toy-route`: The toy scheduler calls push.") == 1
+    assert sheet.count("*Files*, A") == 4 and f"### A. `v{VERSION}/{UPSTREAM}`" in sheet
+
+
+def test_reference_location_names_the_file_and_line_of_a_ref():
+    """Catches: a ref shown as a bare name (the auditor has to hunt for it) or a wrong file for it."""
+    repo = Path(package.__file__).resolve().parent.parent
+    where = audit_sheet.reference_location("reference.blocks.v1.manager.KVCacheManager.get_computed_blocks", repo)
+    assert where.startswith("`reference/blocks/v1/manager.py` L")
+    line = int(where.rsplit("L", 1)[1])
+    text = (repo / "reference/blocks/v1/manager.py").read_text(encoding="utf-8").split("\n")[line - 1]
+    assert "def get_computed_blocks" in text
+    kernel = audit_sheet.reference_location("reference.attention.cache_write._write_flash_kernel", repo)
+    assert kernel.startswith("`reference/attention/cache_write.py` L")
+    text = (repo / "reference/attention/cache_write.py").read_text(encoding="utf-8").split("\n")[int(kernel.rsplit("L", 1)[1]) - 1]
+    assert "def _write_flash_kernel" in text or "@triton.jit" in text
+    assert audit_sheet.reference_location("reference.blocks.v1.manager.NoSuchThing", repo).startswith("not found")
+
+
+def test_later_fates_read_the_committed_drift_report(toy):
+    """Catches: a worksheet silent on what became of a note's lines in a later release, or one not saying a `- later:` line is owed."""
+    path = toy.write()
+    af = parse(path)
+    notes = tuple(
+        drift.NoteDrift(n.id, n.start, n.end, n.hash, status, *new)
+        for n, status, new in zip(af.notes, ("unchanged", "moved", "changed", "gone"),
+                                  ((1, 3, "h"), (8, 11, "h"), (13, 16, "h2"), (None, None, None)), strict=True))
+    report = drift.DriftReport(VERSION, "9.9.10", {}, (drift.FileDrift(
+        drift.relative_path(path, toy.root.parent), UPSTREAM, af.sha256, "f" * 64, notes),))
+    (toy.root / "drift").mkdir()
+    drift.report_path(VERSION, "9.9.10", toy.root / "drift").write_text(report.dumps(), encoding="utf-8")
+    reports = [drift.load(p) for p in drift.committed_reports(toy.root / "drift")]
+    fates = {n.id: audit_sheet.later_fates(af, n, reports, toy.root.parent) for n in af.notes}
+    assert fates == {"ring.module": ["9.9.10: unchanged (now L1-L3)"], "ring.init": ["9.9.10: moved (now L8-L11)"],
+                     "ring.push": ["9.9.10: changed (now L13-L16) (a `- later:` line is owed)"],
+                     "ring.peek": ["9.9.10: gone"]}
+    sheet = audit_sheet.worksheet(audit_sheet.named(audit_sheet.population(toy.root), ["ring.push"]),
+                                  toy.reader, "how", "abc123", 4, toy.root)
+    assert "- in 9.9.10: changed (now L13-L16) (a `- later:` line is owed)" in sheet
 
 
 def test_worksheet_refuses_bytes_that_are_not_the_annotated_ones(toy):
@@ -96,34 +169,63 @@ def test_worksheet_refuses_bytes_that_are_not_the_annotated_ones(toy):
     notes = audit_sheet.population(toy.root)
     toy.files[(VERSION, UPSTREAM)] = TOY_SOURCE.replace(b"popleft", b"pop")
     with pytest.raises(cite.CiteError, match="not the annotated bytes"):
-        audit_sheet.worksheet(notes, toy.reader, SITE, "how", "abc123", len(notes), toy.root)
+        audit_sheet.worksheet(notes, toy.reader, "how", "abc123", len(notes), toy.root)
 
 
-def test_worksheet_includes_the_shared_definitions_a_header_names(toy):
-    """Catches: a note whose status rests on a `{{name}}` definition shown without the definition's words."""
-    (toy.root / "serving.md").write_text(f"# Serving\n\n## `{VERSION}/toy-route`\n\nThe toy scheduler calls push.\n",
-                                         encoding="utf-8")
-    toy.write(serving="Serving the toy. {{toy-route}}")
-    chosen = audit_sheet.named(audit_sheet.population(toy.root), ["ring.push"])
-    sheet = audit_sheet.worksheet(chosen, toy.reader, SITE, "how", "abc123", 4, toy.root)
-    assert "serving: Serving the toy. {{toy-route}}" in sheet
-    assert f"- `{VERSION}/toy-route`: The toy scheduler calls push." in sheet
+def _sheet_ids(sheet: str) -> list[str]:
+    return [line.split("`")[1] for line in sheet.split("\n") if line.startswith("## ") and "`" in line]
 
 
-def test_cli_sample_prints_the_seed_and_exits_2_on_a_bad_draw(offline, capsys, tmp_path):
-    """Catches: a draw without its seed (not reproducible), a worksheet not written, or exit 0 on a bad request."""
+def test_cli_sample_draws_with_the_printed_seed(offline, capsys, monkeypatch):
+    """Catches: a CLI that ignores --seed, or prints a seed other than the one it drew with (the draw cannot be reproduced)."""
     _two_files(offline)
-    root = ["--root", str(offline.root), "--site-url", SITE]
+    root = ["--root", str(offline.root)]
+    monkeypatch.setattr(cli.os, "urandom", lambda n: bytes(range(1, n + 1)))
     assert cli.main(["sample", "--count", "2", *root]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("# Audit worksheet") and captured.out.count("- verdict:") == 2
-    how = captured.err.strip().split("reproduce with: ")[1]
-    seed = int(how.rsplit("--seed ", 1)[1])
+    seed = int.from_bytes(bytes(range(1, 9)), "big")
+    assert captured.err.strip().endswith(f"reproduce with: python -m annotations sample --count 2 --seed {seed}")
+    population = audit_sheet.population(offline.root)
+    assert _sheet_ids(captured.out) == [d.qualified_id for d in audit_sheet.draw(population, 2, seed)]
+    for other in range(6):
+        assert cli.main(["sample", "--count", "2", "--seed", str(other), *root]) == 0
+        assert _sheet_ids(capsys.readouterr().out) == [d.qualified_id for d in audit_sheet.draw(population, 2, other)]
+
+
+def test_cli_sample_writes_the_file_and_refuses_bad_requests_with_exit_2(offline, capsys, tmp_path):
+    """Catches: a worksheet not written, a traceback for an unwritable --out, or exit 0 on a request it cannot meet."""
+    _two_files(offline)
+    root = ["--root", str(offline.root)]
     out = tmp_path / "sheet.md"
-    assert cli.main(["sample", "--count", "2", "--seed", str(seed), "--out", str(out), *root]) == 0
-    assert out.read_text(encoding="utf-8").split("\n## ")[1:] == captured.out.split("\n## ")[1:]
-    capsys.readouterr()
-    assert cli.main(["sample", "--count", "9", *root]) == 2
-    assert "cannot draw 9 notes from 5" in capsys.readouterr().err
-    assert cli.main(["sample", "--notes", "ring.nope", *root]) == 2
-    assert "`ring.nope` names no note" in capsys.readouterr().err
+    assert cli.main(["sample", "--count", "2", "--seed", "3", "--out", str(out), *root]) == 0
+    assert out.read_text(encoding="utf-8").startswith("# Audit worksheet")
+    assert f"wrote {out}: 2 notes" in capsys.readouterr().err
+    refusals = {
+        ("--count", "9"): "cannot draw 9 notes from 5",
+        ("--notes", "ring.nope"): "`ring.nope` names no note",
+        ("--count", "2", "--context", "-1"): "--context -1",
+        ("--notes", "ring.peek", "--seed", "3"): "leave out --count and --seed",
+        ("--count", "2", "--out", str(tmp_path / "no" / "such" / "sheet.md")): "sample: ",
+    }
+    for words, message in refusals.items():
+        assert cli.main(["sample", *words, *root]) == 2, words
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (words, err)
+
+
+def test_cli_sample_names_the_commit_and_marks_uncommitted_notes(offline, capsys, tmp_path):
+    """Catches: a worksheet that hides that the notes it shows are not the committed ones."""
+    _two_files(offline)
+    repo = offline.root.parent
+    git = lambda *words: subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True, check=True)  # noqa: E731
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "toy")
+    commit = git("rev-parse", "--short=12", "HEAD").stdout.strip()
+    root = ["--root", str(offline.root)]
+    assert cli.main(["sample", "--notes", "ring.peek", *root]) == 0
+    assert f"at commit `{commit}` of this repository" in capsys.readouterr().out
+    path = offline.root / f"v{VERSION}" / f"{UPSTREAM}.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("Peek reads", "Peek returns"), encoding="utf-8")
+    assert cli.main(["sample", "--notes", "ring.peek", *root]) == 0
+    assert f"at commit `{commit} with uncommitted changes to annotations/`" in capsys.readouterr().out
