@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import os
 import subprocess
 import sys
@@ -301,13 +302,23 @@ def _repository_commit(root: Path) -> str:
     return commit + (f" with uncommitted changes to {root.name}/" if changed else "")
 
 
-def _property_checks() -> dict[str, str]:
-    """Each conformance property's sentence of what it compares (empty when conformance cannot load)."""
+def _property_checks(repo: Path) -> dict[str, str]:
+    """Each conformance property's sentence of what it compares, with the file and line of the
+    function that runs it (empty when conformance cannot load)."""
     try:
         from conformance.properties import all_properties
     except ImportError:
         return {}
-    return {name: prop.checks for name, prop in all_properties().items()}
+    out = {}
+    for name, prop in all_properties().items():
+        where = ""
+        try:
+            source = Path(inspect.getsourcefile(prop.run) or "").resolve()
+            where = f" (run by `{source.relative_to(repo.resolve())}` L{inspect.getsourcelines(prop.run)[1]})"
+        except (TypeError, OSError, ValueError):
+            pass
+        out[name] = prop.checks + where
+    return out
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -327,7 +338,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
             chosen = audit_sheet.draw(notes, count, seed)
             how = f"python -m annotations sample --count {count} --seed {seed}"
         sheet = audit_sheet.worksheet(chosen, _reader(args.checkout), how, _repository_commit(args.root),
-                                      len(notes), args.root, _property_checks(), args.context)
+                                      len(notes), args.root, _property_checks(args.root.parent), args.context)
         if args.out is not None:
             args.out.write_text(sheet, encoding="utf-8")
     except (audit_sheet.SampleError, cite.CiteError, drift.DriftError, fetch.UpstreamError,

@@ -133,8 +133,13 @@ def reference_location(dotted: str, repo: Path) -> str:
     return f"`{shown}` L{line}"
 
 
-def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.DriftReport], repo: Path) -> list[str]:
-    """What each committed drift report says became of the note's lines, one sentence a release."""
+def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.DriftReport], repo: Path,
+                newest_pinned: str) -> list[str]:
+    """What each committed drift report says became of the note's lines, one sentence a release.
+
+    A changed note owes a ``- later:`` line only in the newest pinned release, as ``drift --check``
+    requires; an older pin's drift is shown, not narrated.
+    """
     relative = drift.relative_path(annotation.path, repo)
     fates = []
     for report in reports:
@@ -148,7 +153,8 @@ def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.Drif
             fates.append(f"{report.to_version}: not followed (run `python -m annotations drift --check`)")
         else:
             where = f" (now {fate.new_range_text})" if fate.new_range_text else ""
-            owed = " (a `- later:` line is owed)" if fate.status == "changed" and report.to_version not in note.later else ""
+            owed = (" (a `- later:` line is owed)" if fate.status == "changed" and annotation.version == newest_pinned
+                    and report.to_version not in note.later else "")
             fates.append(f"{report.to_version}: {fate.status}{where}{owed}")
     return fates
 
@@ -177,6 +183,7 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
     """
     repo = root.parent
     reports = [drift.load(path) for path in drift.committed_reports(root / "drift")]
+    newest_pinned = max((path.relative_to(root).parts[0][1:] for path in annotation_paths(root)), key=drift.version_key)
     files: list[AnnotationFile] = []
     for drawn in chosen:
         if drawn.annotation not in files:
@@ -212,25 +219,33 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         for prop in note.props:
             checks = (properties or {}).get(prop)
             out.append(f"- prop `{prop}`: " + (f"checks: {checks}" if checks else "(what it checks: see `conformance/`)"))
-        out += [f"- in {fate}" for fate in later_fates(af, note, reports, repo)]
+        out += [f"- in {fate}" for fate in later_fates(af, note, reports, repo, newest_pinned)]
         own = definitions_in(raw_note(drawn), af.version, root)
         if own:
-            out += ["", "Shared definitions the note itself includes (`annotations/serving.md`):", ""]
-            out += [f"- `{af.version}/{name}`: {text}" for name, text in own]
+            out.append("- shared definitions the note itself includes: "
+                       + ", ".join(f"`{af.version}/{name}`" for name, _ in own) + " (under *Definitions* at the end)")
         out += ["", "The note as written:", "", _quote(raw_note(drawn)), "",
                 f"The upstream lines, sha256-verified, with up to {context} lines around them:", "",
                 block, ""]
         out += [f"- verdict, {judged}:" for judged in JUDGED]
         out += ["- evidence:", "- corrected text:"]
     out += ["", "## Files", "",
-            "Each file's `serving:` and `reach:` header lines as written, and the shared definitions "
-            "they include. A note without its own `- reach:` line takes its file's routes."]
+            "Each file's `serving:` and `reach:` header lines as written. A note without its own "
+            "`- reach:` line takes its file's routes."]
+    used: dict[tuple[str, str], str] = {}
+    for drawn in chosen:
+        used.update({(drawn.annotation.version, name): text
+                     for name, text in definitions_in(raw_note(drawn), drawn.annotation.version, root)})
     for af in files:
         header = list(af.status_lines)
         out += ["", f"### {letter[af.cite_path]}. `{af.cite_path}`", ""]
         out += ["```text", *header, "```"] if header else ["(no `serving:` or `reach:` header lines)"]
-        definitions = definitions_in("\n".join(header), af.version, root)
-        if definitions:
-            out += ["", "Shared definitions they include (`annotations/serving.md`):", ""]
-            out += [f"- `{af.version}/{name}`: {text}" for name, text in definitions]
+        included = definitions_in("\n".join(header), af.version, root)
+        if included:
+            out += ["", "It includes " + ", ".join(f"`{af.version}/{name}`" for name, _ in included) + "."]
+        used.update({(af.version, name): text for name, text in included})
+    if used:
+        out += ["", "## Definitions", "",
+                "Each shared definition (`annotations/serving.md`) that the notes or their headers include, once."]
+        out += [f"- `{version}/{name}`: {text}" for (version, name), text in sorted(used.items())]
     return "\n".join(out) + "\n"

@@ -20,11 +20,13 @@ explains. The checker fetches the pinned bytes and turns every such mismatch int
 
 from __future__ import annotations
 
+import ast
 import bisect
 import hashlib
 import importlib
 import inspect
 import re
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,7 +203,31 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
                 continue
             if source is not None:
                 return Path(source).resolve(), max(line, 1)
+        if len(parts) > cut:  # a value bound by an assignment: find the assignment in its owner
+            owner = importlib.import_module(".".join(parts[:cut]))
+            for attr in parts[cut:-1]:
+                owner = getattr(owner, attr)
+            return _assignment(owner, parts[-1])
         return None
+    return None
+
+
+def _assignment(owner: object, name: str) -> tuple[Path, int] | None:
+    """Where the module or class ``owner`` assigns ``name`` at its top level, or ``None``."""
+    try:
+        source = inspect.getsourcefile(owner)  # type: ignore[arg-type]
+        lines, first = inspect.getsourcelines(owner)  # type: ignore[arg-type]
+    except (TypeError, OSError):
+        return None
+    if source is None:
+        return None
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    body = tree.body[0].body if inspect.isclass(owner) and tree.body and isinstance(tree.body[0], ast.ClassDef) else tree.body
+    offset = max(first, 1) - 1
+    for node in body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            return Path(source).resolve(), node.lineno + offset
     return None
 
 

@@ -119,11 +119,17 @@ def test_files_section_prints_each_header_once_with_its_definitions(toy):
     (toy.root / "serving.md").write_text(f"# Serving\n\n## `{VERSION}/toy-route`\n\nThe toy scheduler calls push.\n",
                                          encoding="utf-8")
     toy.write(serving="Serving the toy. {{toy-route}}")
+    toy.files[(VERSION, "toy/other.py")] = TOY_SOURCE
+    other = toy.text([NoteSpec("ring.push", 11, 14)], upstream="toy/other.py", coverage="0",
+                     serving="Serving the other toy. {{toy-route}}")
+    toy.write(text=other, where=f"v{VERSION}/toy/other.py.md")
     chosen = audit_sheet.population(toy.root)
-    sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 4, toy.root)
+    sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 5, toy.root)
     assert sheet.count("serving: Serving the toy. {{toy-route}}") == 1
+    assert sheet.count("serving: Serving the other toy. {{toy-route}}") == 1
     assert sheet.count(f"- `{VERSION}/toy-route`: The toy scheduler calls push.") == 1
-    assert sheet.count("*Files*, A") == 4 and f"### A. `v{VERSION}/{UPSTREAM}`" in sheet
+    assert sheet.count(f"It includes `{VERSION}/toy-route`.") == 2
+    assert sheet.count("*Files*, B") == 4 and f"### B. `v{VERSION}/{UPSTREAM}`" in sheet
 
 
 def test_reference_location_names_the_file_and_line_of_a_ref():
@@ -138,6 +144,10 @@ def test_reference_location_names_the_file_and_line_of_a_ref():
     assert kernel.startswith("`reference/attention/cache_write.py` L")
     text = (repo / "reference/attention/cache_write.py").read_text(encoding="utf-8").split("\n")[int(kernel.rsplit("L", 1)[1]) - 1]
     assert "def _write_flash_kernel" in text or "@triton.jit" in text
+    constant = audit_sheet.reference_location("reference.attention.layouts.CLASSIC_BLOCK_SIZES", repo)
+    assert constant.startswith("`reference/attention/layouts.py` L")
+    text = (repo / "reference/attention/layouts.py").read_text(encoding="utf-8").split("\n")[int(constant.rsplit("L", 1)[1]) - 1]
+    assert text.startswith("CLASSIC_BLOCK_SIZES")
     assert audit_sheet.reference_location("reference.blocks.v1.manager.NoSuchThing", repo).startswith("not found")
 
 
@@ -154,13 +164,15 @@ def test_later_fates_read_the_committed_drift_report(toy):
     (toy.root / "drift").mkdir()
     drift.report_path(VERSION, "9.9.10", toy.root / "drift").write_text(report.dumps(), encoding="utf-8")
     reports = [drift.load(p) for p in drift.committed_reports(toy.root / "drift")]
-    fates = {n.id: audit_sheet.later_fates(af, n, reports, toy.root.parent) for n in af.notes}
+    fates = {n.id: audit_sheet.later_fates(af, n, reports, toy.root.parent, VERSION) for n in af.notes}
     assert fates == {"ring.module": ["9.9.10: unchanged (now L1-L3)"], "ring.init": ["9.9.10: moved (now L8-L11)"],
                      "ring.push": ["9.9.10: changed (now L13-L16) (a `- later:` line is owed)"],
                      "ring.peek": ["9.9.10: gone"]}
     sheet = audit_sheet.worksheet(audit_sheet.named(audit_sheet.population(toy.root), ["ring.push"]),
                                   toy.reader, "how", "abc123", 4, toy.root)
     assert "- in 9.9.10: changed (now L13-L16) (a `- later:` line is owed)" in sheet
+    older = audit_sheet.later_fates(af, af.note("ring.push"), reports, toy.root.parent, "9.9.99")
+    assert older == ["9.9.10: changed (now L13-L16)"]  # an older pin's drift is shown, not owed a note
 
 
 def test_worksheet_refuses_bytes_that_are_not_the_annotated_ones(toy):
