@@ -179,9 +179,10 @@ def resolve_ref(dotted: str) -> str | None:
 
 def reference_source(dotted: str) -> tuple[Path, int] | None:
     """The source file and first line defining the symbol ``dotted`` names, or ``None`` when the
-    symbol cannot be found or has no source of its own (a constant, an alias).
+    symbol cannot be found or is bound some other way (an import, a loop, a call's side effect).
 
-    A property is located by its getter, a Triton kernel by the function it wraps (``.fn``).
+    A property is located by its getter, a Triton kernel by the function it wraps (``.fn``), and a
+    value bound by an assignment at the top level of its module or class by that assignment.
     """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
