@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import inspect
 import os
 import subprocess
 import sys
@@ -292,14 +291,16 @@ def add_drift_command(sub) -> None:
 
 
 def _repository_commit(root: Path) -> str:
-    """The commit of the checkout holding the annotations root, marked when the root has uncommitted changes."""
+    """The commit of the checkout holding the annotations root, marked with the folders a worksheet
+    reads (the notes, ``reference/``, ``conformance/``) that have uncommitted changes."""
     def git(*words: str) -> str:
         out = subprocess.run(["git", "-C", str(root), *words], capture_output=True, text=True, check=False)
         return out.stdout.strip() if out.returncode == 0 else ""
 
     commit = git("rev-parse", "--short=12", "HEAD") or "unknown (not a git checkout)"
-    changed = git("status", "--porcelain", "--", ".")
-    return commit + (f" with uncommitted changes to {root.name}/" if changed else "")
+    folders = [(root, root.name), (root.parent / "reference", "reference"), (root.parent / "conformance", "conformance")]
+    changed = [f"{name}/" for path, name in folders if path.is_dir() and git("status", "--porcelain", "--", str(path))]
+    return commit + (" with uncommitted changes to " + ", ".join(changed) if changed else "")
 
 
 def _property_checks(repo: Path) -> dict[str, str]:
@@ -307,17 +308,14 @@ def _property_checks(repo: Path) -> dict[str, str]:
     function that runs it (empty when conformance cannot load)."""
     try:
         from conformance.properties import all_properties
+
+        found = all_properties()
     except ImportError:
         return {}
     out = {}
-    for name, prop in all_properties().items():
-        where = ""
-        try:
-            source = Path(inspect.getsourcefile(prop.run) or "").resolve()
-            where = f" (run by `{source.relative_to(repo.resolve())}` L{inspect.getsourcelines(prop.run)[1]})"
-        except (TypeError, OSError, ValueError):
-            pass
-        out[name] = prop.checks + where
+    for name, prop in found.items():
+        where = audit_sheet.property_location(prop.run, repo)
+        out[name] = prop.checks + (f" (run by {where})" if where else "")
     return out
 
 

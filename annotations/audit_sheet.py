@@ -7,15 +7,18 @@ in its annotation file, the upstream lines it covers with the lines around them 
 symbols are defined and what its ``- prop:`` properties compare, what became of its lines in each
 later release the committed drift reports follow, and empty verdict lines for each thing to judge.
 The header lines that decide the notes' reach statuses, with the shared definitions they include,
-are printed once per file at the end. What the auditor still takes from this repository's tools
-can be checked by hand: the number of notes drawn from (one per ``## `` note heading under
-``annotations/v*/``), each note's file and line, and the upstream sha256 against the release's sdist.
+are printed once per file at the end, and each shared definition and property once. What the
+auditor still takes from this repository's tools can be checked by hand: the number of notes drawn
+from (one per ``## `` note heading under ``annotations/v*/``), each note's file and line, the
+upstream sha256 against the release's sdist, each ref's and property's file and line, and the
+later-release fates, which ``python -m annotations drift --check`` recomputes from the sdists.
 The draw is reproducible: the same seed over the same notes draws the same notes, and the
 worksheet names the command that drew them.
 """
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ from pathlib import Path
 from annotations import cite, drift
 from annotations import serving as serving_definitions
 from annotations.check import reference_source, resolve_ref
+from annotations.citations import GITHUB_BLOB
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, Note, Reader, annotation_paths, parse
 
 VERDICTS = ("true", "imprecise", "wrong", "not fully audited")
@@ -35,7 +39,7 @@ DEFAULT_COUNT = 20  # notes drawn when the auditor names no count
 
 class SampleError(ValueError):
     """A request that cannot be met: a count outside 1 to the number of notes, a reference that names
-    no note or several, or options that contradict each other."""
+    no note or several, a negative context, or options that contradict each other."""
 
 
 @dataclass(frozen=True)
@@ -127,10 +131,34 @@ def reference_location(dotted: str, repo: Path) -> str:
         return "not found (run `python -m annotations check`)"
     found = reference_source(dotted)
     if found is None:
-        return "defined without a source line of its own (a constant or an alias)"
+        return "not located (bound by an import, an unpacking or inside a block)"
     source, line = found
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"
+
+
+def property_location(run: object, repo: Path) -> str:
+    """Where the function that runs a property is defined: ``conformance/...py L<n>``, or ``""``."""
+    try:
+        source = Path(inspect.getsourcefile(run) or "").resolve()  # type: ignore[arg-type]
+        line = inspect.getsourcelines(run)[1]  # type: ignore[arg-type]
+    except (TypeError, OSError):
+        return ""
+    shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
+    return f"`{shown}` L{line}"
+
+
+def see_location(target: str, root: Path) -> str:
+    """Where a ``- see:`` target (``v<version>/<path>#<id>``) is written: its file and heading line."""
+    file_part, _, note_id = target.partition("#")
+    path = root / f"{file_part}.md"
+    try:
+        note = parse(path).note(note_id)
+    except (OSError, ValueError):
+        note = None
+    if note is None:
+        return "not found (run `python -m annotations check`)"
+    return f"`{drift.relative_path(path, root.parent)}` line {note.heading_line}"
 
 
 def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.DriftReport], repo: Path,
@@ -151,6 +179,9 @@ def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.Drif
             fates.append(f"{report.to_version}: the file is gone")
         elif fate is None:
             fates.append(f"{report.to_version}: not followed (run `python -m annotations drift --check`)")
+        elif (fate.old_start, fate.old_end, fate.old_hash) != (note.start, note.end, note.hash):
+            fates.append(f"{report.to_version}: the committed report follows {fate.old_range_text}, not this note's "
+                         f"{note.range_text} (stale; run `python -m annotations drift --check`)")
         else:
             where = f" (now {fate.new_range_text})" if fate.new_range_text else ""
             owed = (" (a `- later:` line is owed)" if fate.status == "changed" and annotation.version == newest_pinned
@@ -177,8 +208,8 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
               context: int = CONTEXT_LINES) -> str:
     """The worksheet as Markdown: how the notes were chosen, one section per note, then the files.
 
-    ``properties`` maps a property name to the sentence saying what it compares (the CLI reads
-    conformance's registry). Raises :class:`annotations.cite.CiteError` when a file's bytes are not
+    ``properties`` maps a property name to the sentence saying what it compares and where it runs
+    (the CLI reads conformance's registry). Raises :class:`annotations.cite.CiteError` when a file's bytes are not
     the annotated ones or a note no longer matches its lines: nothing is written then.
     """
     repo = root.parent
@@ -199,7 +230,8 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         "around them in the pinned release; check its reach status (the note's own `- reach:` lines, "
         "else its file's `reach:` header lines, printed once per file under *Files* at the end) against "
         "the callers it cites; recompute every number; follow its `- ref:` (the reference symbol), "
-        "`- prop:` (the conformance property) and `- later:` links, and the later releases' lines. "
+        "`- prop:` (the conformance property), `- see:` (another note) and `- later:` links, and the "
+        "later releases' lines. "
         "Give each of " + ", ".join(JUDGED) + " a verdict: " + ", ".join(f"**{v}**" for v in VERDICTS)
         + ". For each verdict but true, quote the sentence, give the evidence (file and line numbers in "
         "the release, a computation or an experiment) and a corrected sentence.",
@@ -208,17 +240,15 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         af, note = drawn.annotation, drawn.note
         block = excerpt(af, note, reader, context)
         citation = cite.note_citation(af, note)
-        upstream = (f"https://github.com/vllm-project/vllm/blob/v{af.version}/{af.upstream}"
-                    f"#L{note.start}-L{note.end}")
+        upstream = f"{GITHUB_BLOB}v{af.version}/{af.upstream}#{note.range_text}"
         out += ["", f"## {number}. `{drawn.qualified_id}`", "",
                 f"- lines: [`{af.upstream}` {note.range_text}]({upstream}) at v{af.version}, content hash "
                 f"`{citation.hash}`",
                 f"- written at: `{drift.relative_path(af.path, repo)}` line {note.heading_line}",
                 f"- its file's header lines and their definitions: *Files*, {letter[af.cite_path]}"]
         out += [f"- ref `{ref}`: {reference_location(ref, repo)}" for ref in note.refs]
-        for prop in note.props:
-            checks = (properties or {}).get(prop)
-            out.append(f"- prop `{prop}`: " + (f"checks: {checks}" if checks else "(what it checks: see `conformance/`)"))
+        out += [f"- prop `{prop}`: under *Properties* at the end" for prop in note.props]
+        out += [f"- see `{target}`: {see_location(target, root)}" for target in note.sees]
         out += [f"- in {fate}" for fate in later_fates(af, note, reports, repo, newest_pinned)]
         own = definitions_in(raw_note(drawn), af.version, root)
         if own:
@@ -244,8 +274,12 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         if included:
             out += ["", "It includes " + ", ".join(f"`{af.version}/{name}`" for name, _ in included) + "."]
         used.update({(af.version, name): text for name, text in included})
+    named = sorted({prop for drawn in chosen for prop in drawn.note.props})
+    if named:
+        out += ["", "## Properties", "", "Each conformance property the notes link, once: what it compares.", ""]
+        out += [f"- `{prop}`: " + ((properties or {}).get(prop) or "(not in conformance's registry here)") for prop in named]
     if used:
         out += ["", "## Definitions", "",
-                "Each shared definition (`annotations/serving.md`) that the notes or their headers include, once."]
+                "Each shared definition (`annotations/serving.md`) that the notes or their headers include, once.", ""]
         out += [f"- `{version}/{name}`: {text}" for (version, name), text in sorted(used.items())]
     return "\n".join(out) + "\n"

@@ -179,10 +179,11 @@ def resolve_ref(dotted: str) -> str | None:
 
 def reference_source(dotted: str) -> tuple[Path, int] | None:
     """The source file and first line defining the symbol ``dotted`` names, or ``None`` when the
-    symbol cannot be found or is bound some other way (an import, a loop, a call's side effect).
+    symbol cannot be found or is bound some other way (an import, an unpacking, inside a block).
 
-    A property is located by its getter, a Triton kernel by the function it wraps (``.fn``), and a
-    value bound by an assignment at the top level of its module or class by that assignment.
+    A function or class is located by its definition (for a name bound to one defined elsewhere,
+    that definition), a property by its getter, a Triton kernel by the function it wraps (``.fn``),
+    and a value bound by an assignment at the top level of its module or class by that assignment.
     """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):

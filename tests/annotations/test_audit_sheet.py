@@ -1,8 +1,9 @@
 """Audit worksheets (``annotations.audit_sheet``) and ``python -m annotations sample``.
 
-Everything runs on the toy release (``annotation_toy``): four notes in one file, a second file
-reusing one note id, a committed drift report of our own and a fake reader, so a draw, a named
-list, a worksheet and a refusal can each be seen whole.
+The worksheet tests run on the toy release (``annotation_toy``): four notes in one file, a second
+file reusing one note id, committed drift reports of our own and a fake reader, so a draw, a named
+list, a worksheet and a refusal can each be seen whole. The locator tests read this repository's
+own ``reference/`` and ``conformance/``.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def test_worksheet_shows_the_note_as_written_beside_its_verified_lines(toy):
     assert "1 of the 5 notes" in sheet
     assert f"> ## `ring.push` L11-L14 · {digest}\n>\n> {PUSH_BODY}\n>\n> - prop: toy.prop\n\n" in sheet
     assert "ring.peek" not in sheet and "Peek reads" not in sheet
-    assert "- prop `toy.prop`: checks: Pushes agree." in sheet
+    assert "- prop `toy.prop`: under *Properties* at the end" in sheet
+    assert sheet.count("Pushes agree.") == 1 and "## Properties\n\nEach conformance property" in sheet
+    assert "\n- `toy.prop`: Pushes agree.\n" in sheet
     assert ("  10 |\n> 11 |     def push(self, item):\n> 12 |         if len(self.items) == self.size:\n"
             "> 13 |             self.items.popleft()\n> 14 |         self.items.append(item)\n  15 |\n```") in sheet
     assert "self.items[0]" not in sheet
@@ -142,8 +145,9 @@ def test_reference_location_names_the_file_and_line_of_a_ref():
     assert "def get_computed_blocks" in text
     kernel = audit_sheet.reference_location("reference.attention.cache_write._write_flash_kernel", repo)
     assert kernel.startswith("`reference/attention/cache_write.py` L")
-    text = (repo / "reference/attention/cache_write.py").read_text(encoding="utf-8").split("\n")[int(kernel.rsplit("L", 1)[1]) - 1]
-    assert "def _write_flash_kernel" in text or "@triton.jit" in text
+    lines = (repo / "reference/attention/cache_write.py").read_text(encoding="utf-8").split("\n")
+    line = int(kernel.rsplit("L", 1)[1])
+    assert lines[line - 1] == "@triton.jit" and lines[line].startswith("def _write_flash_kernel(")
     constant = audit_sheet.reference_location("reference.attention.layouts.CLASSIC_BLOCK_SIZES", repo)
     assert constant.startswith("`reference/attention/layouts.py` L")
     text = (repo / "reference/attention/layouts.py").read_text(encoding="utf-8").split("\n")[int(constant.rsplit("L", 1)[1]) - 1]
@@ -226,9 +230,11 @@ def test_cli_sample_writes_the_file_and_refuses_bad_requests_with_exit_2(offline
 
 
 def test_cli_sample_names_the_commit_and_marks_uncommitted_notes(offline, capsys, tmp_path):
-    """Catches: a worksheet that hides that the notes it shows are not the committed ones."""
+    """Catches: a worksheet that hides that the notes, or the reference lines it cites, are not the committed ones."""
     _two_files(offline)
     repo = offline.root.parent
+    (repo / "reference").mkdir()
+    (repo / "reference" / "ring.py").write_text("RING = 1\n", encoding="utf-8")
     git = lambda *words: subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True, check=True)  # noqa: E731
     git("init", "-q")
     git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "add", ".")
@@ -241,3 +247,70 @@ def test_cli_sample_names_the_commit_and_marks_uncommitted_notes(offline, capsys
     path.write_text(path.read_text(encoding="utf-8").replace("Peek reads", "Peek returns"), encoding="utf-8")
     assert cli.main(["sample", "--notes", "ring.peek", *root]) == 0
     assert f"at commit `{commit} with uncommitted changes to annotations/`" in capsys.readouterr().out
+    (repo / "reference" / "ring.py").write_text("RING = 2\n", encoding="utf-8")
+    assert cli.main(["sample", "--notes", "ring.peek", *root]) == 0
+    assert f"at commit `{commit} with uncommitted changes to annotations/, reference/`" in capsys.readouterr().out
+
+
+def _report(toy, af, fates, to_version="9.9.10", gone=False):
+    """A committed drift report from ``af``'s release: ``fates`` maps a note id to (status, new range or None)."""
+    notes = tuple(drift.NoteDrift(n.id, n.start, n.end, n.hash, *fates[n.id][:1],
+                                  *(fates[n.id][1] or (None, None)), "h" if fates[n.id][1] else None)
+                  for n in af.notes if n.id in fates)
+    path = drift.relative_path(af.path, toy.root.parent)
+    followed = drift.FileDrift(path, af.upstream, af.sha256, None if gone else "f" * 64, () if gone else notes,
+                               gone_notes=len(af.notes) if gone else 0)
+    (toy.root / "drift").mkdir(exist_ok=True)
+    drift.report_path(af.version, to_version, toy.root / "drift").write_text(
+        drift.DriftReport(af.version, to_version, {}, (followed,)).dumps(), encoding="utf-8")
+    return [drift.load(p) for p in drift.committed_reports(toy.root / "drift")]
+
+
+def test_later_fates_owe_no_line_once_written_and_say_when_the_file_is_gone(toy):
+    """Catches: a note that has its `- later:` line still reported as owing one, or a gone file shown as unfollowed."""
+    af = parse(toy.write(notes=[NoteSpec("ring.module", 1, 3), NoteSpec("ring.init", 6, 9),
+                                NoteSpec("ring.push", 11, 14, links=("later: 9.9.10: push now appends first",)),
+                                NoteSpec("ring.peek", 16, 17)]))
+    reports = _report(toy, af, {"ring.push": ("changed", (13, 16))})
+    assert audit_sheet.later_fates(af, af.note("ring.push"), reports, toy.root.parent, VERSION) == [
+        "9.9.10: changed (now L13-L16)"]
+    gone = _report(toy, af, {}, to_version="9.9.11", gone=True)
+    assert "9.9.11: the file is gone" in audit_sheet.later_fates(af, af.note("ring.peek"), gone, toy.root.parent, VERSION)
+
+
+def test_later_fates_call_a_report_for_other_lines_stale(toy):
+    """Catches: a committed report written for a note's old range narrated as what became of its current lines."""
+    af = parse(toy.write())
+    reports = _report(toy, af, {"ring.push": ("moved", (20, 23))})
+    moved = parse(toy.write(notes=[NoteSpec("ring.module", 1, 3), NoteSpec("ring.init", 6, 9),
+                                   NoteSpec("ring.push", 11, 13), NoteSpec("ring.peek", 16, 17)]))
+    (fate,) = audit_sheet.later_fates(moved, moved.note("ring.push"), reports, toy.root.parent, VERSION)
+    assert fate.startswith("9.9.10: the committed report follows L11-L14, not this note's L11-L13 (stale")
+
+
+def test_worksheet_owes_later_lines_only_in_the_newest_pinned_release(toy):
+    """Catches: the newest pinned release taken as the oldest, so an older pin's notes are told they owe `- later:` lines."""
+    af = parse(toy.write())
+    _report(toy, af, {"ring.push": ("changed", (13, 16))})
+    toy.files[("9.10.0", UPSTREAM)] = TOY_SOURCE
+    toy.write(text=toy.text(version="9.10.0"), where=f"v9.10.0/{UPSTREAM}.md")
+    chosen = audit_sheet.named(audit_sheet.population(toy.root), [f"v{VERSION}/{UPSTREAM}#ring.push"])
+    sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 8, toy.root)
+    assert "- in 9.9.10: changed (now L13-L16)\n" in sheet and "owed" not in sheet
+
+
+def test_see_and_property_locations_name_file_and_line(toy):
+    """Catches: a `- see:` target or a property's runner the auditor has to hunt for, or a wrong line."""
+    _two_files(toy)
+    where = audit_sheet.see_location(f"v{VERSION}/toy/other.py#ring.push", toy.root)
+    assert where == f"`annotations/v{VERSION}/toy/other.py.md` line 13"
+    text = (toy.root / f"v{VERSION}" / "toy/other.py.md").read_text(encoding="utf-8").split("\n")
+    assert text[12].startswith("## `ring.push`")
+    assert audit_sheet.see_location(f"v{VERSION}/toy/other.py#ring.nope", toy.root).startswith("not found")
+    repo = Path(package.__file__).resolve().parent.parent
+    checks = cli._property_checks(repo)
+    runner = checks["v1.lifecycle"].rsplit("(run by `", 1)[1]
+    source, line = runner.rstrip(")").split("` L")
+    text = (repo / source).read_text(encoding="utf-8").split("\n")[int(line) - 1].lstrip()
+    assert source.startswith("conformance/") and (text.startswith("def ") or "run=lambda" in text)
+    assert "V1LifecycleMachine" in text or text.startswith("def ")
