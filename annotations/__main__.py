@@ -303,22 +303,6 @@ def _repository_commit(root: Path) -> str:
     return commit + (" with uncommitted changes to " + ", ".join(changed) if changed else "")
 
 
-def _property_checks(repo: Path) -> dict[str, str]:
-    """Each conformance property's sentence of what it compares, with the file and line of the
-    function that runs it (empty when conformance cannot load)."""
-    try:
-        from conformance.properties import all_properties
-
-        found = all_properties()
-    except ImportError:
-        return {}
-    out = {}
-    for name, prop in found.items():
-        where = audit_sheet.property_location(prop.run, repo)
-        out[name] = prop.checks + (f" (run by {where})" if where else "")
-    return out
-
-
 def cmd_sample(args: argparse.Namespace) -> int:
     """Write an audit worksheet for notes drawn by a seed or named by the auditor."""
     try:
@@ -335,8 +319,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
             seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(8), "big")
             chosen = audit_sheet.draw(notes, count, seed)
             how = f"python -m annotations sample --count {count} --seed {seed}"
+        properties, unavailable = audit_sheet.property_checks(args.root.parent)
         sheet = audit_sheet.worksheet(chosen, _reader(args.checkout), how, _repository_commit(args.root),
-                                      len(notes), args.root, _property_checks(args.root.parent), args.context)
+                                      len(notes), args.root, properties, args.context, unavailable)
         if args.out is not None:
             args.out.write_text(sheet, encoding="utf-8")
     except (audit_sheet.SampleError, cite.CiteError, drift.DriftError, fetch.UpstreamError,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from annotations import cite, drift
 from annotations import serving as serving_definitions
-from annotations.check import reference_source, resolve_ref
+from annotations.check import reference_source, resolve_ref, source_object
 from annotations.citations import GITHUB_BLOB
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, Note, Reader, annotation_paths, parse
 
@@ -131,21 +131,40 @@ def reference_location(dotted: str, repo: Path) -> str:
         return "not found (run `python -m annotations check`)"
     found = reference_source(dotted)
     if found is None:
-        return "not located (bound by an import, an unpacking or inside a block)"
+        return "not located (not a def, a class or a top-level assignment: an import, for example)"
     source, line = found
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"
 
 
 def property_location(run: object, repo: Path) -> str:
-    """Where the function that runs a property is defined: ``conformance/...py L<n>``, or ``""``."""
+    """Where the function that runs a property is defined (under its decorators):
+    ``conformance/...py L<n>``, or ``""``."""
+    target = source_object(run)
     try:
-        source = Path(inspect.getsourcefile(run) or "").resolve()  # type: ignore[arg-type]
-        line = inspect.getsourcelines(run)[1]  # type: ignore[arg-type]
+        source = Path(inspect.getsourcefile(target) or "").resolve()  # type: ignore[arg-type]
+        line = inspect.getsourcelines(target)[1]  # type: ignore[arg-type]
     except (TypeError, OSError):
         return ""
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"
+
+
+def property_checks(repo: Path) -> tuple[dict[str, str] | None, str]:
+    """Each conformance property's sentence of what it compares, with where its runner is defined,
+    read from conformance's registry (imported here, on use, so that the rest of this room imports
+    no other); or ``None`` and the reason when the registry cannot be loaded."""
+    try:
+        from conformance.properties import all_properties
+
+        found = all_properties()
+    except Exception as err:  # noqa: BLE001 (any failure to load the registry is reported, not raised)
+        return None, f"{type(err).__name__}: {err}"
+    out = {}
+    for name, prop in found.items():
+        where = property_location(prop.run, repo)
+        out[name] = prop.checks + (f" (run by {where})" if where else "")
+    return out, ""
 
 
 def see_location(target: str, root: Path) -> str:
@@ -205,11 +224,12 @@ def _file_letter(index: int) -> str:
 
 def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, population_size: int,
               root: Path = ANNOTATIONS_ROOT, properties: Mapping[str, str] | None = None,
-              context: int = CONTEXT_LINES) -> str:
+              context: int = CONTEXT_LINES, properties_unavailable: str = "") -> str:
     """The worksheet as Markdown: how the notes were chosen, one section per note, then the files.
 
     ``properties`` maps a property name to the sentence saying what it compares and where it runs
-    (the CLI reads conformance's registry). Raises :class:`annotations.cite.CiteError` when a file's bytes are not
+    (:func:`property_checks`); ``None`` with ``properties_unavailable`` says why the registry could
+    not be read. Raises :class:`annotations.cite.CiteError` when a file's bytes are not
     the annotated ones or a note no longer matches its lines: nothing is written then.
     """
     repo = root.parent
@@ -274,10 +294,14 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         if included:
             out += ["", "It includes " + ", ".join(f"`{af.version}/{name}`" for name, _ in included) + "."]
         used.update({(af.version, name): text for name, text in included})
-    named = sorted({prop for drawn in chosen for prop in drawn.note.props})
-    if named:
+    linked_properties = sorted({prop for drawn in chosen for prop in drawn.note.props})
+    if linked_properties:
         out += ["", "## Properties", "", "Each conformance property the notes link, once: what it compares.", ""]
-        out += [f"- `{prop}`: " + ((properties or {}).get(prop) or "(not in conformance's registry here)") for prop in named]
+        if properties is None:
+            out.append(f"(conformance's registry could not be loaded here: {properties_unavailable or 'not given'})")
+            out += [f"- `{prop}`" for prop in linked_properties]
+        else:
+            out += [f"- `{prop}`: " + (properties.get(prop) or "(not in conformance's registry)") for prop in linked_properties]
     if used:
         out += ["", "## Definitions", "",
                 "Each shared definition (`annotations/serving.md`) that the notes or their headers include, once.", ""]

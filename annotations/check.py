@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import hashlib
 import importlib
 import inspect
@@ -196,7 +197,7 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
                 obj = getattr(obj, attr)
         except AttributeError:
             return None
-        target = obj.fget if isinstance(obj, property) else obj
+        target = source_object(obj)
         for candidate in (target, getattr(target, "fn", None)):
             try:
                 source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
@@ -212,6 +213,16 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
             return _assignment(owner, parts[-1])
         return None
     return None
+
+
+def source_object(obj: object) -> object:
+    """What holds the source of ``obj``: a property's getter, a cached property's function, and the
+    function under any decorator that keeps ``__wrapped__`` (``functools.cache``, ``functools.wraps``)."""
+    if isinstance(obj, property):
+        obj = obj.fget
+    elif isinstance(obj, functools.cached_property | functools.partial):
+        obj = obj.func
+    return inspect.unwrap(obj) if callable(obj) else obj
 
 
 def _assignment(owner: object, name: str) -> tuple[Path, int] | None:

@@ -235,6 +235,8 @@ def test_cli_sample_names_the_commit_and_marks_uncommitted_notes(offline, capsys
     repo = offline.root.parent
     (repo / "reference").mkdir()
     (repo / "reference" / "ring.py").write_text("RING = 1\n", encoding="utf-8")
+    (repo / "conformance").mkdir()
+    (repo / "conformance" / "ring.py").write_text("CHECK = 1\n", encoding="utf-8")
     git = lambda *words: subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True, check=True)  # noqa: E731
     git("init", "-q")
     git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "add", ".")
@@ -250,6 +252,10 @@ def test_cli_sample_names_the_commit_and_marks_uncommitted_notes(offline, capsys
     (repo / "reference" / "ring.py").write_text("RING = 2\n", encoding="utf-8")
     assert cli.main(["sample", "--notes", "ring.peek", *root]) == 0
     assert f"at commit `{commit} with uncommitted changes to annotations/, reference/`" in capsys.readouterr().out
+    git("checkout", "-q", "--", "annotations", "reference")
+    (repo / "conformance" / "ring.py").write_text("CHECK = 2\n", encoding="utf-8")
+    assert cli.main(["sample", "--notes", "ring.peek", *root]) == 0
+    assert f"at commit `{commit} with uncommitted changes to conformance/`" in capsys.readouterr().out
 
 
 def _report(toy, af, fates, to_version="9.9.10", gone=False):
@@ -308,9 +314,24 @@ def test_see_and_property_locations_name_file_and_line(toy):
     assert text[12].startswith("## `ring.push`")
     assert audit_sheet.see_location(f"v{VERSION}/toy/other.py#ring.nope", toy.root).startswith("not found")
     repo = Path(package.__file__).resolve().parent.parent
-    checks = cli._property_checks(repo)
-    runner = checks["v1.lifecycle"].rsplit("(run by `", 1)[1]
-    source, line = runner.rstrip(")").split("` L")
-    text = (repo / source).read_text(encoding="utf-8").split("\n")[int(line) - 1].lstrip()
-    assert source.startswith("conformance/") and (text.startswith("def ") or "run=lambda" in text)
-    assert "V1LifecycleMachine" in text or text.startswith("def ")
+    checks, problem = audit_sheet.property_checks(repo)
+    assert checks is not None and problem == ""
+
+    def runner_line(name: str) -> tuple[str, str]:
+        source, line = checks[name].rsplit("(run by `", 1)[1].rstrip(")").split("` L")
+        return source, (repo / source).read_text(encoding="utf-8").split("\n")[int(line) - 1].lstrip()
+
+    source, text = runner_line("v1.lifecycle")
+    assert source == "conformance/machines/v1.py" and "run=lambda" in text and "V1LifecycleMachine" in text
+    source, text = runner_line("kernel.cpu.copy_blocks")  # a decorated function: located under its decorator
+    assert source == "conformance/kernels/cpu_build.py" and text == "@harness_guarded"  # the decorator over `def run(`
+
+
+def test_worksheet_says_why_the_property_registry_is_missing(toy):
+    """Catches: registered properties reported as unknown when the registry merely failed to load."""
+    _two_files(toy)
+    chosen = audit_sheet.named(audit_sheet.population(toy.root), [f"v{VERSION}/{UPSTREAM}#ring.push"])
+    sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 5, toy.root, None,
+                                  properties_unavailable="ModuleNotFoundError: No module named 'hypothesis'")
+    assert "could not be loaded here: ModuleNotFoundError: No module named 'hypothesis'" in sheet
+    assert "\n- `toy.prop`\n" in sheet and "not in conformance's registry" not in sheet
