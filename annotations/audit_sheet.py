@@ -18,6 +18,7 @@ worksheet names the command that drew them.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 from collections.abc import Mapping
@@ -131,16 +132,18 @@ def reference_location(dotted: str, repo: Path) -> str:
         return "not found (run `python -m annotations check`)"
     found = reference_source(dotted)
     if found is None:
-        return "not located (not a def, a class or a top-level assignment: an import, for example)"
+        return ("not located (bound by an import, a tuple unpacking or an assignment inside a block, "
+                "not by a def, a class or a plain top-level assignment)")
     source, line = found
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"
 
 
 def property_location(run: object, repo: Path) -> str:
-    """Where the function that runs a property is defined (under its decorators):
-    ``conformance/...py L<n>``, or ``""``."""
-    target = source_object(run)
+    """Where the function that runs a property is defined, followed through its decorators and any
+    ``functools.partial``: ``conformance/...py L<n>``, the line of its first decorator (or of its
+    ``def`` when it has none), or ``""``."""
+    target = source_object(run.func if isinstance(run, functools.partial) else run)
     try:
         source = Path(inspect.getsourcefile(target) or "").resolve()  # type: ignore[arg-type]
         line = inspect.getsourcelines(target)[1]  # type: ignore[arg-type]
@@ -152,14 +155,19 @@ def property_location(run: object, repo: Path) -> str:
 
 def property_checks(repo: Path) -> tuple[dict[str, str] | None, str]:
     """Each conformance property's sentence of what it compares, with where its runner is defined,
-    read from conformance's registry (imported here, on use, so that the rest of this room imports
-    no other); or ``None`` and the reason when the registry cannot be loaded."""
+    read from the registry of the checkout ``repo`` (imported here when called, so that importing
+    this module imports nothing from ``conformance``); or ``None`` and the reason when that registry
+    cannot be loaded, or when the importable ``conformance`` is another checkout's."""
     try:
+        import conformance
         from conformance.properties import all_properties
 
         found = all_properties()
     except Exception as err:  # noqa: BLE001 (any failure to load the registry is reported, not raised)
         return None, f"{type(err).__name__}: {err}"
+    home = Path(conformance.__file__).resolve().parent
+    if not home.is_relative_to(repo.resolve()):
+        return None, f"the importable conformance is {home}, not this checkout's"
     out = {}
     for name, prop in found.items():
         where = property_location(prop.run, repo)

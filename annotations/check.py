@@ -217,12 +217,14 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
 
 def source_object(obj: object) -> object:
     """What holds the source of ``obj``: a property's getter, a cached property's function, and the
-    function under any decorator that keeps ``__wrapped__`` (``functools.cache``, ``functools.wraps``)."""
+    function under any decorator that keeps ``__wrapped__`` (``functools.cache``, ``functools.wraps``);
+    a decorator that keeps no ``__wrapped__`` is located as itself. A ``functools.partial`` is left
+    as it is (a name bound to one is located by its assignment, not by the function it wraps)."""
     if isinstance(obj, property):
         obj = obj.fget
-    elif isinstance(obj, functools.cached_property | functools.partial):
+    elif isinstance(obj, functools.cached_property):
         obj = obj.func
-    return inspect.unwrap(obj) if callable(obj) else obj
+    return inspect.unwrap(obj) if callable(obj) and not isinstance(obj, functools.partial) else obj
 
 
 def _assignment(owner: object, name: str) -> tuple[Path, int] | None:

@@ -9,6 +9,7 @@ own ``reference/`` and ``conformance/``.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,7 +231,8 @@ def test_cli_sample_writes_the_file_and_refuses_bad_requests_with_exit_2(offline
 
 
 def test_cli_sample_names_the_commit_and_marks_uncommitted_notes(offline, capsys, tmp_path):
-    """Catches: a worksheet that hides that the notes, or the reference lines it cites, are not the committed ones."""
+    """Catches: a worksheet that hides that the notes, the reference lines it cites or the conformance properties it
+    describes are not the committed ones."""
     _two_files(offline)
     repo = offline.root.parent
     (repo / "reference").mkdir()
@@ -328,10 +330,97 @@ def test_see_and_property_locations_name_file_and_line(toy):
 
 
 def test_worksheet_says_why_the_property_registry_is_missing(toy):
-    """Catches: registered properties reported as unknown when the registry merely failed to load."""
+    """Catches: a worksheet that, given no registry, reports the linked properties as unknown instead of saying why."""
     _two_files(toy)
     chosen = audit_sheet.named(audit_sheet.population(toy.root), [f"v{VERSION}/{UPSTREAM}#ring.push"])
     sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 5, toy.root, None,
                                   properties_unavailable="ModuleNotFoundError: No module named 'hypothesis'")
     assert "could not be loaded here: ModuleNotFoundError: No module named 'hypothesis'" in sheet
     assert "\n- `toy.prop`\n" in sheet and "not in conformance's registry" not in sheet
+
+
+def test_property_checks_report_a_registry_that_fails_to_load(offline, capsys, monkeypatch):
+    """Catches: a registry that raises while loading shown as an empty one (every linked property then looks
+    unregistered), or the command dropping the reason."""
+    import types
+
+    broken = types.ModuleType("conformance.properties")
+
+    def all_properties():
+        raise RuntimeError("the registry is broken")
+
+    broken.all_properties = all_properties
+    monkeypatch.setitem(sys.modules, "conformance.properties", broken)
+    repo = Path(package.__file__).resolve().parent.parent
+    assert audit_sheet.property_checks(repo) == (None, "RuntimeError: the registry is broken")
+    _two_files(offline)
+    assert cli.main(["sample", "--notes", f"v{VERSION}/{UPSTREAM}#ring.push", "--root", str(offline.root)]) == 0
+    out = capsys.readouterr().out
+    assert "could not be loaded here: RuntimeError: the registry is broken" in out and "\n- `toy.prop`\n" in out
+
+
+def test_property_checks_refuse_another_checkouts_registry(tmp_path):
+    """Catches: property sentences read from whichever conformance is importable, describing another tree than the
+    one the worksheet names."""
+    checks, problem = audit_sheet.property_checks(tmp_path)
+    assert checks is None and problem.startswith("the importable conformance is ") and "not this checkout's" in problem
+
+
+REFS_MODULE = '''"""Symbols bound in every way a ref can be."""
+import functools
+
+
+def _decorate(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args)
+    return wrapper
+
+
+@functools.cache
+def cached(x):
+    return x
+
+
+@_decorate
+def wrapped(x):
+    return x
+
+
+class Holder:
+    @functools.cached_property
+    def lazy(self):
+        return 1
+
+    LIMIT = 4
+
+
+def plain(x, y):
+    return x + y
+
+
+PARTIAL = functools.partial(plain, 1)
+A, B = 1, 2
+'''
+
+
+def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypatch):
+    """Catches: a decorated ref located at its wrapper (or in the decorator's file), a cached property or class
+    constant not located, or a name bound to a partial located at the function it wraps."""
+    from annotations.check import reference_source
+
+    (tmp_path / "audit_toy_refs.py").write_text(REFS_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lines = REFS_MODULE.split("\n")
+
+    def line_of(name: str) -> str:
+        found = reference_source(f"audit_toy_refs.{name}")
+        assert found is not None and found[0] == (tmp_path / "audit_toy_refs.py").resolve(), name
+        return lines[found[1] - 1]
+
+    assert line_of("cached") == "@functools.cache"
+    assert line_of("wrapped") == "@_decorate"
+    assert line_of("Holder.lazy").strip() == "@functools.cached_property"
+    assert line_of("Holder.LIMIT").strip() == "LIMIT = 4"
+    assert line_of("PARTIAL").startswith("PARTIAL = ")
+    assert reference_source("audit_toy_refs.A") is None  # an unpacking is not located
