@@ -19,6 +19,7 @@ worksheet names the command that drew them.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import random
 from collections.abc import Mapping
@@ -132,17 +133,19 @@ def reference_location(dotted: str, repo: Path) -> str:
         return "not found (run `python -m annotations check`)"
     found = reference_source(dotted)
     if found is None:
-        return ("not located (bound by an import, a tuple unpacking or an assignment inside a block, "
-                "not by a def, a class or a plain top-level assignment)")
+        return ("not located (no def or class, and no plain assignment to the name in the top-level body "
+                "of its module or class: bound by an import, an unpacking, inside a block, or inherited, "
+                "for example)")
     source, line = found
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"
 
 
 def property_location(run: object, repo: Path) -> str:
-    """Where the function that runs a property is defined, followed through its decorators and any
-    ``functools.partial``: ``conformance/...py L<n>``, the line of its first decorator (or of its
-    ``def`` when it has none), or ``""``."""
+    """Where the function that runs a property is defined, followed through a ``functools.partial``
+    and the decorators that keep ``__wrapped__`` (any other decorator is located at its wrapper):
+    ``conformance/...py L<n>``, the line of its first decorator, else of its ``def`` or ``lambda``,
+    or ``""``."""
     target = source_object(run.func if isinstance(run, functools.partial) else run)
     try:
         source = Path(inspect.getsourcefile(target) or "").resolve()  # type: ignore[arg-type]
@@ -156,18 +159,19 @@ def property_location(run: object, repo: Path) -> str:
 def property_checks(repo: Path) -> tuple[dict[str, str] | None, str]:
     """Each conformance property's sentence of what it compares, with where its runner is defined,
     read from the registry of the checkout ``repo`` (imported here when called, so that importing
-    this module imports nothing from ``conformance``); or ``None`` and the reason when that registry
-    cannot be loaded, or when the importable ``conformance`` is another checkout's."""
+    this module imports nothing from ``conformance``); or ``None`` and the reason when the importable
+    ``conformance`` is not ``repo``'s own (checked before importing it) or its registry cannot be
+    loaded."""
+    spec = importlib.util.find_spec("conformance")
+    home = Path(spec.origin).resolve().parent if spec is not None and spec.origin else None
+    if home != (repo / "conformance").resolve():
+        return None, f"the importable conformance is {home or 'missing'}, not this checkout's"
     try:
-        import conformance
         from conformance.properties import all_properties
 
         found = all_properties()
     except Exception as err:  # noqa: BLE001 (any failure to load the registry is reported, not raised)
         return None, f"{type(err).__name__}: {err}"
-    home = Path(conformance.__file__).resolve().parent
-    if not home.is_relative_to(repo.resolve()):
-        return None, f"the importable conformance is {home}, not this checkout's"
     out = {}
     for name, prop in found.items():
         where = property_location(prop.run, repo)

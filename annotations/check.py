@@ -198,7 +198,8 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
         except AttributeError:
             return None
         target = source_object(obj)
-        for candidate in (target, getattr(target, "fn", None)):
+        partial = isinstance(target, functools.partial) or hasattr(target, "_partialmethod")
+        for candidate in () if partial else (target, getattr(target, "fn", None)):
             try:
                 source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
                 line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
@@ -218,13 +219,16 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
 def source_object(obj: object) -> object:
     """What holds the source of ``obj``: a property's getter, a cached property's function, and the
     function under any decorator that keeps ``__wrapped__`` (``functools.cache``, ``functools.wraps``);
-    a decorator that keeps no ``__wrapped__`` is located as itself. A ``functools.partial`` is left
-    as it is (a name bound to one is located by its assignment, not by the function it wraps)."""
+    a decorator that keeps no ``__wrapped__`` is located as itself. A ``functools.partial`` or
+    ``partialmethod`` is left as it is (a name bound to one is located by its assignment, not by the
+    function it wraps)."""
     if isinstance(obj, property):
         obj = obj.fget
     elif isinstance(obj, functools.cached_property):
         obj = obj.func
-    return inspect.unwrap(obj) if callable(obj) and not isinstance(obj, functools.partial) else obj
+    if isinstance(obj, functools.partial) or hasattr(obj, "_partialmethod"):
+        return obj
+    return inspect.unwrap(obj) if callable(obj) else obj
 
 
 def _assignment(owner: object, name: str) -> tuple[Path, int] | None:

@@ -3,11 +3,12 @@
 The worksheet tests run on the toy release (``annotation_toy``): four notes in one file, a second
 file reusing one note id, committed drift reports of our own and a fake reader, so a draw, a named
 list, a worksheet and a refusal can each be seen whole. The locator tests read this repository's
-own ``reference/`` and ``conformance/``.
+own ``reference/`` and ``conformance/``, and a scratch module of ours written to a temporary folder.
 """
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -353,6 +354,8 @@ def test_property_checks_report_a_registry_that_fails_to_load(offline, capsys, m
     monkeypatch.setitem(sys.modules, "conformance.properties", broken)
     repo = Path(package.__file__).resolve().parent.parent
     assert audit_sheet.property_checks(repo) == (None, "RuntimeError: the registry is broken")
+    # The toy checkout has no registry of its own, so the command is handed the answer above.
+    monkeypatch.setattr(cli.audit_sheet, "property_checks", lambda root: (None, "RuntimeError: the registry is broken"))
     _two_files(offline)
     assert cli.main(["sample", "--notes", f"v{VERSION}/{UPSTREAM}#ring.push", "--root", str(offline.root)]) == 0
     out = capsys.readouterr().out
@@ -362,8 +365,10 @@ def test_property_checks_report_a_registry_that_fails_to_load(offline, capsys, m
 def test_property_checks_refuse_another_checkouts_registry(tmp_path):
     """Catches: property sentences read from whichever conformance is importable, describing another tree than the
     one the worksheet names."""
-    checks, problem = audit_sheet.property_checks(tmp_path)
-    assert checks is None and problem.startswith("the importable conformance is ") and "not this checkout's" in problem
+    repo = Path(package.__file__).resolve().parent.parent
+    for other in (tmp_path, repo.parent):
+        checks, problem = audit_sheet.property_checks(other)
+        assert checks is None and problem.startswith("the importable conformance is ") and "not this checkout's" in problem
 
 
 REFS_MODULE = '''"""Symbols bound in every way a ref can be."""
@@ -394,6 +399,11 @@ class Holder:
 
     LIMIT = 4
 
+    def add(self, x, y):
+        return x + y
+
+    add_one = functools.partialmethod(add, 1)
+
 
 def plain(x, y):
     return x + y
@@ -404,6 +414,11 @@ A, B = 1, 2
 '''
 
 
+def plain_runner(tag, examples):
+    """A stand-in property runner for the partial case."""
+    return tag, examples
+
+
 def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypatch):
     """Catches: a decorated ref located at its wrapper (or in the decorator's file), a cached property or class
     constant not located, or a name bound to a partial located at the function it wraps."""
@@ -411,6 +426,7 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
 
     (tmp_path / "audit_toy_refs.py").write_text(REFS_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "audit_toy_refs", raising=False)
     lines = REFS_MODULE.split("\n")
 
     def line_of(name: str) -> str:
@@ -423,4 +439,8 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("Holder.lazy").strip() == "@functools.cached_property"
     assert line_of("Holder.LIMIT").strip() == "LIMIT = 4"
     assert line_of("PARTIAL").startswith("PARTIAL = ")
+    assert line_of("Holder.add_one").strip().startswith("add_one = ")
+    runner = functools.partial(plain_runner, 1)  # a property run by a partial is located at the function
+    where = audit_sheet.property_location(runner, Path(__file__).resolve().parent)
+    assert where == f"`{Path(__file__).name}` L{plain_runner.__code__.co_firstlineno}"
     assert reference_source("audit_toy_refs.A") is None  # an unpacking is not located
