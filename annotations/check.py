@@ -180,54 +180,48 @@ def resolve_ref(dotted: str) -> str | None:
 
 def reference_source(dotted: str) -> tuple[Path, int] | None:
     """The source file and first line defining the symbol ``dotted`` names, or ``None`` when the
-    symbol cannot be found or is bound some other way (an import, an unpacking, inside a block).
+    symbol cannot be found or is bound some other way (an import, an unpacking, inside a block, or
+    in a base class: an inherited value).
 
     A function or class is located by its definition (for a name bound to one defined elsewhere,
     that definition), a property by its getter, a Triton kernel by the function it wraps (``.fn``),
-    and a value bound by an assignment at the top level of its module or class by that assignment.
+    and a value bound by an assignment at the top level of its module or class, a
+    ``functools.partial`` or ``partialmethod`` among them, by that assignment.
     """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
-            obj = importlib.import_module(".".join(parts[:cut]))
+            owner = obj = importlib.import_module(".".join(parts[:cut]))
         except ImportError:
             continue
         try:
             for attr in parts[cut:]:
-                obj = getattr(obj, attr)
+                owner, obj = obj, getattr(obj, attr)
         except AttributeError:
             return None
-        target = source_object(obj)
-        partial = isinstance(target, functools.partial) or hasattr(target, "_partialmethod")
-        for candidate in () if partial else (target, getattr(target, "fn", None)):
-            try:
-                source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
-                line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
-            except (TypeError, OSError):
-                continue
-            if source is not None:
-                return Path(source).resolve(), max(line, 1)
-        if len(parts) > cut:  # a value bound by an assignment: find the assignment in its owner
-            owner = importlib.import_module(".".join(parts[:cut]))
-            for attr in parts[cut:-1]:
-                owner = getattr(owner, attr)
-            return _assignment(owner, parts[-1])
-        return None
+        bound = inspect.getattr_static(owner, parts[-1], None) if len(parts) > cut else None
+        if not isinstance(bound, functools.partial | functools.partialmethod):
+            target = source_object(obj)
+            for candidate in (target, getattr(target, "fn", None)):
+                try:
+                    source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
+                    line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
+                except (TypeError, OSError):
+                    continue
+                if source is not None:
+                    return Path(source).resolve(), max(line, 1)
+        return _assignment(owner, parts[-1]) if len(parts) > cut else None
     return None
 
 
 def source_object(obj: object) -> object:
     """What holds the source of ``obj``: a property's getter, a cached property's function, and the
     function under any decorator that keeps ``__wrapped__`` (``functools.cache``, ``functools.wraps``);
-    a decorator that keeps no ``__wrapped__`` is located as itself. A ``functools.partial`` or
-    ``partialmethod`` is left as it is (a name bound to one is located by its assignment, not by the
-    function it wraps)."""
+    a decorator that keeps no ``__wrapped__`` is located as itself."""
     if isinstance(obj, property):
         obj = obj.fget
     elif isinstance(obj, functools.cached_property):
         obj = obj.func
-    if isinstance(obj, functools.partial) or hasattr(obj, "_partialmethod"):
-        return obj
     return inspect.unwrap(obj) if callable(obj) else obj
 
 

@@ -371,7 +371,7 @@ def test_property_checks_refuse_another_checkouts_registry(tmp_path):
         assert checks is None and problem.startswith("the importable conformance is ") and "not this checkout's" in problem
 
 
-REFS_MODULE = '''"""Symbols bound in every way a ref can be."""
+REFS_MODULE = '''"""Symbols bound in the ways the locator tells apart."""
 import functools
 
 
@@ -409,8 +409,14 @@ def plain(x, y):
     return x + y
 
 
+class Sub(Holder):
+    pass
+
+
 PARTIAL = functools.partial(plain, 1)
 A, B = 1, 2
+if True:
+    IN_BLOCK = 3
 '''
 
 
@@ -421,7 +427,8 @@ def plain_runner(tag, examples):
 
 def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypatch):
     """Catches: a decorated ref located at its wrapper (or in the decorator's file), a cached property or class
-    constant not located, or a name bound to a partial located at the function it wraps."""
+    constant not located, a name bound to a partial or partialmethod located at the function it wraps (or inside
+    functools), or an unpacking, a binding inside a block or an inherited value given a wrong place."""
     from annotations.check import reference_source
 
     (tmp_path / "audit_toy_refs.py").write_text(REFS_MODULE, encoding="utf-8")
@@ -440,7 +447,12 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("Holder.LIMIT").strip() == "LIMIT = 4"
     assert line_of("PARTIAL").startswith("PARTIAL = ")
     assert line_of("Holder.add_one").strip().startswith("add_one = ")
-    runner = functools.partial(plain_runner, 1)  # a property run by a partial is located at the function
+    for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT"):  # an unpacking, a block, an inherited value
+        assert reference_source(f"audit_toy_refs.{unlocated}") is None, unlocated
+
+
+def test_property_location_follows_a_partial_runner():
+    """Catches: a property run by a `functools.partial` shown with no location, or at the partial's own type."""
+    runner = functools.partial(plain_runner, 1)
     where = audit_sheet.property_location(runner, Path(__file__).resolve().parent)
     assert where == f"`{Path(__file__).name}` L{plain_runner.__code__.co_firstlineno}"
-    assert reference_source("audit_toy_refs.A") is None  # an unpacking is not located
