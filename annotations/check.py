@@ -184,9 +184,9 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
     in a base class: an inherited value).
 
     A function or class is located by its definition (for a name bound to one defined elsewhere,
-    that definition), a property by its getter, a Triton kernel by the function it wraps (``.fn``),
-    and a value bound by an assignment at the top level of its module or class, a
-    ``functools.partial`` or ``partialmethod`` among them, by that assignment.
+    that definition), a property by its getter, a Triton kernel (an object of Triton's own types)
+    by the function it wraps (``.fn``), and a value bound at the top level of its module or class,
+    a ``functools.partial`` or ``partialmethod`` among them, by its last binding there.
     """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
@@ -202,7 +202,8 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
         bound = inspect.getattr_static(owner, parts[-1], None) if len(parts) > cut else None
         if not isinstance(bound, functools.partial | functools.partialmethod):
             target = source_object(obj)
-            for candidate in (target, getattr(target, "fn", None)):
+            kernel = getattr(target, "fn", None) if type(target).__module__.startswith("triton") else None
+            for candidate in (target, kernel):
                 try:
                     source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
                     line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
@@ -226,7 +227,8 @@ def source_object(obj: object) -> object:
 
 
 def _assignment(owner: object, name: str) -> tuple[Path, int] | None:
-    """Where the module or class ``owner`` assigns ``name`` at its top level, or ``None``."""
+    """Where the module or class ``owner`` last binds ``name`` at its top level (an assignment, or a
+    ``def`` or ``class`` at its first decorator), or ``None``."""
     try:
         source = inspect.getsourcefile(owner)  # type: ignore[arg-type]
         lines, first = inspect.getsourcelines(owner)  # type: ignore[arg-type]
@@ -237,11 +239,14 @@ def _assignment(owner: object, name: str) -> tuple[Path, int] | None:
     tree = ast.parse(textwrap.dedent("".join(lines)))
     body = tree.body[0].body if inspect.isclass(owner) and tree.body and isinstance(tree.body[0], ast.ClassDef) else tree.body
     offset = max(first, 1) - 1
+    found = None
     for node in body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(target, ast.Name) and target.id == name for target in targets):
-            return Path(source).resolve(), node.lineno + offset
-    return None
+            found = node.lineno
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            found = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return None if found is None else (Path(source).resolve(), found + offset)
 
 
 def _spans(numbers: Iterable[int], lines: list[bytes]) -> list[tuple[int, int]]:

@@ -371,8 +371,9 @@ def test_property_checks_refuse_another_checkouts_registry(tmp_path):
         assert checks is None and problem.startswith("the importable conformance is ") and "not this checkout's" in problem
 
 
-REFS_MODULE = '''"""Symbols bound in the ways the locator tells apart."""
+REFS_MODULE = '''"""Symbols bound in most of the ways the locator tells apart (not a Triton kernel or a property)."""
 import functools
+from functools import WRAPPER_ASSIGNMENTS
 
 
 def _decorate(fn):
@@ -414,6 +415,28 @@ class Sub(Holder):
 
 
 PARTIAL = functools.partial(plain, 1)
+ALIAS = plain
+TWICE = 1
+TWICE = 2
+
+
+class Rule:
+    def __init__(self, fn):
+        self.fn = fn
+
+
+RULE = Rule(plain)
+
+
+def _as_partial(fn):
+    return functools.partial(fn, 0)
+
+
+@_as_partial
+def decorated_partial(x, y):
+    return x + y
+
+
 A, B = 1, 2
 if True:
     IN_BLOCK = 3
@@ -428,7 +451,9 @@ def plain_runner(tag, examples):
 def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypatch):
     """Catches: a decorated ref located at its wrapper (or in the decorator's file), a cached property or class
     constant not located, a name bound to a partial or partialmethod located at the function it wraps (or inside
-    functools), or an unpacking, a binding inside a block or an inherited value given a wrong place."""
+    functools), a name bound twice located at its first binding, an object with an `fn` attribute taken for a
+    Triton kernel, a def under a decorator that returns a partial left unlocated, or an unpacking, a binding
+    inside a block, an import or an inherited value (an inherited partialmethod among them) given a place."""
     from annotations.check import reference_source
 
     (tmp_path / "audit_toy_refs.py").write_text(REFS_MODULE, encoding="utf-8")
@@ -447,7 +472,11 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("Holder.LIMIT").strip() == "LIMIT = 4"
     assert line_of("PARTIAL").startswith("PARTIAL = ")
     assert line_of("Holder.add_one").strip().startswith("add_one = ")
-    for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT"):  # an unpacking, a block, an inherited value
+    assert line_of("ALIAS") == "def plain(x, y):"  # an alias: the definition it names
+    assert line_of("TWICE") == "TWICE = 2"  # the binding in effect
+    assert line_of("RULE").startswith("RULE = ")  # an object with an `fn` that is not a Triton kernel
+    assert line_of("decorated_partial") == "@_as_partial"  # a decorator that returns a partial
+    for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT", "Sub.add_one", "WRAPPER_ASSIGNMENTS"):
         assert reference_source(f"audit_toy_refs.{unlocated}") is None, unlocated
 
 
