@@ -184,9 +184,10 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
     in a base class: an inherited value).
 
     A function or class is located by its definition (for a name bound to one defined elsewhere,
-    that definition), a property by its getter, a Triton kernel (an object of Triton's own types)
-    by the function it wraps (``.fn``), and a value bound at the top level of its module or class,
-    a ``functools.partial`` or ``partialmethod`` among them, by its last binding there.
+    that definition), a property by its getter, a Triton kernel (an object of Triton's own types,
+    autotuned or not) by the function it wraps, and a value bound at the top level of its module or
+    class, a ``functools.partial`` or ``partialmethod`` among them, by its last binding there (none
+    when a later import, unpacking, augmented assignment or block rebinds it).
     """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
@@ -202,8 +203,7 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
         bound = inspect.getattr_static(owner, parts[-1], None) if len(parts) > cut else None
         if not isinstance(bound, functools.partial | functools.partialmethod):
             target = source_object(obj)
-            kernel = getattr(target, "fn", None) if type(target).__module__.startswith("triton") else None
-            for candidate in (target, kernel):
+            for candidate in (target, _kernel_function(target)):
                 try:
                     source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
                     line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
@@ -211,8 +211,23 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
                     continue
                 if source is not None:
                     return Path(source).resolve(), max(line, 1)
-        return _assignment(owner, parts[-1]) if len(parts) > cut else None
+        return _top_level_binding(owner, parts[-1]) if len(parts) > cut else None
     return None
+
+
+def _is_triton(obj: object) -> bool:
+    module = type(obj).__module__
+    return module == "triton" or module.startswith("triton.")
+
+
+def _kernel_function(obj: object) -> object | None:
+    """The Python function under a Triton kernel, through any autotuner or heuristics wrapping it
+    (each an object of Triton's own types with an ``fn``); ``None`` for anything else."""
+    if not _is_triton(obj):
+        return None
+    while _is_triton(obj) and getattr(obj, "fn", None) is not None:
+        obj = obj.fn  # type: ignore[attr-defined]
+    return None if _is_triton(obj) else obj
 
 
 def source_object(obj: object) -> object:
@@ -226,9 +241,11 @@ def source_object(obj: object) -> object:
     return inspect.unwrap(obj) if callable(obj) else obj
 
 
-def _assignment(owner: object, name: str) -> tuple[Path, int] | None:
-    """Where the module or class ``owner`` last binds ``name`` at its top level (an assignment, or a
-    ``def`` or ``class`` at its first decorator), or ``None``."""
+def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
+    """Where the module or class ``owner`` last binds ``name`` at its top level (an assignment with
+    a value, or a ``def`` or ``class`` at its first decorator), or ``None``, also when a later
+    statement rebinds it some other way (an import, an unpacking, an augmented assignment, inside a
+    block)."""
     try:
         source = inspect.getsourcefile(owner)  # type: ignore[arg-type]
         lines, first = inspect.getsourcelines(owner)  # type: ignore[arg-type]
@@ -239,14 +256,37 @@ def _assignment(owner: object, name: str) -> tuple[Path, int] | None:
     tree = ast.parse(textwrap.dedent("".join(lines)))
     body = tree.body[0].body if inspect.isclass(owner) and tree.body and isinstance(tree.body[0], ast.ClassDef) else tree.body
     offset = max(first, 1) - 1
-    found = None
+    found: int | None = None
     for node in body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
         if any(isinstance(target, ast.Name) and target.id == name for target in targets):
             found = node.lineno
+        elif any(isinstance(inner, ast.Name) and inner.id == name
+                 for target in targets for inner in ast.walk(target)):
+            found = None  # an unpacking rebinds it
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
             found = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        elif _rebinds(node, name):
+            found = None
     return None if found is None else (Path(source).resolve(), found + offset)
+
+
+def _rebinds(node: ast.stmt, name: str) -> bool:
+    """Whether a top-level statement other than a plain assignment, ``def`` or ``class`` binds ``name``."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign):
+        return False
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store) and inner.id == name:
+            return True
+        if isinstance(inner, ast.Import | ast.ImportFrom) and any(
+                (alias.asname or alias.name.split(".")[0]) == name for alias in inner.names):
+            return True
+        if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and inner.name == name:
+            return True
+    return False
 
 
 def _spans(numbers: Iterable[int], lines: list[bytes]) -> list[tuple[int, int]]:

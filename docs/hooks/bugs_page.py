@@ -6,7 +6,7 @@ place of its marker paragraph. A page says:
 
 * what happens, in our words: the trace's paragraph in the folder's ``README.md`` and the trace's
   own ``note``;
-* the shrunk trace in the trace explorer (``conformance.explorer``), replayed through the
+* the trace in the trace explorer (``conformance.explorer``), replayed through the
   reference at build time, the divergence vLLM showed at its last step;
 * the releases it reproduces in, as measured by ``scripts/replay-known-bugs`` and committed in
   ``about/replays.json``, and which releases were not measured;
@@ -229,7 +229,7 @@ def page_markdown(bug: Bug, measured_anywhere: list[str], note_exists_fn=note_ex
     ]
     if trace.get("note"):
         parts += ["The trace's own note:\n", "> " + trace["note"].replace("\n", "\n> "), ""]
-    parts += ["## The shrunk trace\n",
+    parts += ["## The trace\n",
               "Step through it below: the states are the reference's, replayed when this site was built; "
               "the last step is where vLLM " + ("showed the divergence: `" + trace["divergence"] + "`."
                                                 if trace.get("divergence") else "differs from the reference."),

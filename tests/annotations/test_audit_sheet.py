@@ -371,9 +371,11 @@ def test_property_checks_refuse_another_checkouts_registry(tmp_path):
         assert checks is None and problem.startswith("the importable conformance is ") and "not this checkout's" in problem
 
 
-REFS_MODULE = '''"""Symbols bound in most of the ways the locator tells apart (not a Triton kernel or a property)."""
+REFS_MODULE = '''"""Symbols bound in most of the ways the locator tells apart (not a property)."""
 import functools
 from functools import WRAPPER_ASSIGNMENTS
+
+import triton
 
 
 def _decorate(fn):
@@ -437,6 +439,15 @@ def decorated_partial(x, y):
     return x + y
 
 
+KERNEL = triton.jit(plain)
+LATER_IMPORT = (1,)
+from functools import reduce as LATER_IMPORT  # noqa
+AUG = 1
+AUG += 1
+ANNOT = 1
+ANNOT: int
+UNPACKED = 1
+UNPACKED, OTHER = 2, 3
 A, B = 1, 2
 if True:
     IN_BLOCK = 3
@@ -452,8 +463,10 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     """Catches: a decorated ref located at its wrapper (or in the decorator's file), a cached property or class
     constant not located, a name bound to a partial or partialmethod located at the function it wraps (or inside
     functools), a name bound twice located at its first binding, an object with an `fn` attribute taken for a
-    Triton kernel, a def under a decorator that returns a partial left unlocated, or an unpacking, a binding
-    inside a block, an import or an inherited value (an inherited partialmethod among them) given a place."""
+    Triton kernel (or a Triton kernel not followed to its function), a def under a decorator that returns a
+    partial left unlocated, a bare annotation taken for a binding, or an unpacking, a binding inside a block, an
+    import, a later rebinding (an import, an unpacking, `+=`) or an inherited value (an inherited partialmethod among them)
+    given a place."""
     from annotations.check import reference_source
 
     (tmp_path / "audit_toy_refs.py").write_text(REFS_MODULE, encoding="utf-8")
@@ -476,7 +489,10 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("TWICE") == "TWICE = 2"  # the binding in effect
     assert line_of("RULE").startswith("RULE = ")  # an object with an `fn` that is not a Triton kernel
     assert line_of("decorated_partial") == "@_as_partial"  # a decorator that returns a partial
-    for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT", "Sub.add_one", "WRAPPER_ASSIGNMENTS"):
+    assert line_of("KERNEL") == "def plain(x, y):"  # a Triton kernel: the function it wraps
+    assert line_of("ANNOT") == "ANNOT = 1"  # a bare annotation binds nothing
+    for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT", "Sub.add_one", "WRAPPER_ASSIGNMENTS", "LATER_IMPORT", "AUG",
+                      "UNPACKED"):
         assert reference_source(f"audit_toy_refs.{unlocated}") is None, unlocated
 
 
