@@ -133,9 +133,9 @@ def reference_location(dotted: str, repo: Path) -> str:
         return "not found (run `python -m annotations check`)"
     found = reference_source(dotted)
     if found is None:
-        return ("not located (no def or class, and no plain assignment to the name in the top-level body "
-                "of its module or class: bound by an import, an unpacking, inside a block, or inherited, "
-                "for example)")
+        return ("not located (no def, class or plain assignment in the top-level body of its module or "
+                "class that is still the binding in effect: bound or rebound by an import, an unpacking, "
+                "an augmented assignment or inside a block, or inherited, for example)")
     source, line = found
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"

@@ -28,7 +28,7 @@ import importlib
 import inspect
 import re
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -243,9 +243,10 @@ def source_object(obj: object) -> object:
 
 def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
     """Where the module or class ``owner`` last binds ``name`` at its top level (an assignment with
-    a value, or a ``def`` or ``class`` at its first decorator), or ``None``, also when a later
-    statement rebinds it some other way (an import, an unpacking, an augmented assignment, inside a
-    block)."""
+    a value, a ``def`` or ``class`` at its first decorator, or, in a class body with nothing else
+    binding it, a bare annotation, which the class machinery makes a field of), or ``None``, also
+    when a later statement rebinds it some other way (an import, a star import included, an
+    unpacking, an augmented assignment, inside a block)."""
     try:
         source = inspect.getsourcefile(owner)  # type: ignore[arg-type]
         lines, first = inspect.getsourcelines(owner)  # type: ignore[arg-type]
@@ -262,9 +263,12 @@ def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
                    else [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
         if any(isinstance(target, ast.Name) and target.id == name for target in targets):
             found = node.lineno
-        elif any(isinstance(inner, ast.Name) and inner.id == name
+        elif any(isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store) and inner.id == name
                  for target in targets for inner in ast.walk(target)):
             found = None  # an unpacking rebinds it
+        elif (isinstance(node, ast.AnnAssign) and node.value is None and isinstance(node.target, ast.Name)
+              and node.target.id == name and found is None and inspect.isclass(owner)):
+            found = node.lineno  # a field the class machinery makes (NamedTuple, slotted dataclass)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
             found = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         elif _rebinds(node, name):
@@ -273,20 +277,36 @@ def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
 
 
 def _rebinds(node: ast.stmt, name: str) -> bool:
-    """Whether a top-level statement other than a plain assignment, ``def`` or ``class`` binds ``name``."""
+    """Whether a top-level statement other than a plain assignment, ``def`` or ``class`` binds ``name``
+    (a star import counts as binding every name)."""
     if isinstance(node, ast.Import | ast.ImportFrom):
-        return any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+        return any(alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign):
         return False
-    for inner in ast.walk(node):
+    for inner in _same_scope(node):
         if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store) and inner.id == name:
             return True
         if isinstance(inner, ast.Import | ast.ImportFrom) and any(
-                (alias.asname or alias.name.split(".")[0]) == name for alias in inner.names):
+                alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in inner.names):
             return True
         if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and inner.name == name:
             return True
     return False
+
+
+def _same_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes under ``node`` in its own scope: not the bodies of functions, classes, lambdas or
+    comprehensions (their decorators and base classes are in it)."""
+    yield node
+    children: list[ast.AST]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        children = [*node.decorator_list, *(node.bases if isinstance(node, ast.ClassDef) else [])]
+    elif isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        return
+    else:
+        children = list(ast.iter_child_nodes(node))
+    for child in children:
+        yield from _same_scope(child)
 
 
 def _spans(numbers: Iterable[int], lines: list[bytes]) -> list[tuple[int, int]]:

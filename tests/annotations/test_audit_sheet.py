@@ -373,6 +373,7 @@ def test_property_checks_refuse_another_checkouts_registry(tmp_path):
 
 REFS_MODULE = '''"""Symbols bound in most of the ways the locator tells apart (not a property)."""
 import functools
+import typing
 from functools import WRAPPER_ASSIGNMENTS
 
 import triton
@@ -448,6 +449,27 @@ ANNOT = 1
 ANNOT: int
 UNPACKED = 1
 UNPACKED, OTHER = 2, 3
+KEY = "a"
+REGISTRY = {}
+REGISTRY[KEY] = 1
+LATER_BLOCK = 1
+if True:
+    LATER_BLOCK = 2
+LIMIT = 4
+if True:
+    def _scoped():
+        LIMIT = 5
+        return LIMIT
+WIDTH = 8
+[WIDTH for WIDTH in range(2)]
+TUNED = triton.autotune(configs=[triton.Config({})], key=[])(triton.jit(plain))
+
+
+class Pair(typing.NamedTuple):
+    left: int
+    right: int = 0
+
+
 A, B = 1, 2
 if True:
     IN_BLOCK = 3
@@ -491,9 +513,18 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("decorated_partial") == "@_as_partial"  # a decorator that returns a partial
     assert line_of("KERNEL") == "def plain(x, y):"  # a Triton kernel: the function it wraps
     assert line_of("ANNOT") == "ANNOT = 1"  # a bare annotation binds nothing
+    assert line_of("KEY") == 'KEY = "a"' and line_of("REGISTRY") == "REGISTRY = {}"  # subscripts bind neither
+    assert line_of("LIMIT") == "LIMIT = 4" and line_of("WIDTH") == "WIDTH = 8"  # nested scopes rebind nothing
+    assert line_of("TUNED") == "def plain(x, y):"  # an autotuned kernel: followed to its function
+    assert line_of("Pair.left").strip() == "left: int"  # a field the class machinery makes
     for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT", "Sub.add_one", "WRAPPER_ASSIGNMENTS", "LATER_IMPORT", "AUG",
-                      "UNPACKED"):
+                      "UNPACKED", "LATER_BLOCK"):
         assert reference_source(f"audit_toy_refs.{unlocated}") is None, unlocated
+    (tmp_path / "audit_toy_star.py").write_text("STARRED = 1\nfrom functools import *  # noqa\nAFTER = 2\n",
+                                                encoding="utf-8")
+    monkeypatch.delitem(sys.modules, "audit_toy_star", raising=False)
+    assert reference_source("audit_toy_star.STARRED") is None  # a later star import may rebind it
+    assert reference_source("audit_toy_star.AFTER") == ((tmp_path / "audit_toy_star.py").resolve(), 3)
 
 
 def test_property_location_follows_a_partial_runner():
