@@ -286,6 +286,8 @@ def _rebinds(node: ast.stmt, name: str) -> bool:
     for inner in _same_scope(node):
         if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store) and inner.id == name:
             return True
+        if isinstance(inner, ast.ExceptHandler) and inner.name == name:
+            return True
         if isinstance(inner, ast.Import | ast.ImportFrom) and any(
                 alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in inner.names):
             return True

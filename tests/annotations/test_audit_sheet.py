@@ -455,6 +455,11 @@ REGISTRY[KEY] = 1
 LATER_BLOCK = 1
 if True:
     LATER_BLOCK = 2
+CAUGHT = 1
+try:
+    pass
+except ValueError as CAUGHT:
+    pass
 LIMIT = 4
 if True:
     def _scoped():
@@ -518,7 +523,7 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("TUNED") == "def plain(x, y):"  # an autotuned kernel: followed to its function
     assert line_of("Pair.left").strip() == "left: int"  # a field the class machinery makes
     for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT", "Sub.add_one", "WRAPPER_ASSIGNMENTS", "LATER_IMPORT", "AUG",
-                      "UNPACKED", "LATER_BLOCK"):
+                      "UNPACKED", "LATER_BLOCK", "CAUGHT"):
         assert reference_source(f"audit_toy_refs.{unlocated}") is None, unlocated
     (tmp_path / "audit_toy_star.py").write_text("STARRED = 1\nfrom functools import *  # noqa\nAFTER = 2\n",
                                                 encoding="utf-8")
