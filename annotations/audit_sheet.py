@@ -134,8 +134,9 @@ def reference_location(dotted: str, repo: Path) -> str:
     found = reference_source(dotted)
     if found is None:
         return ("not located (no def, class or plain assignment in the top-level body of its module or "
-                "class that is still the binding in effect: bound or rebound by an import, an unpacking, "
-                "an augmented assignment or inside a block, or inherited, for example)")
+                "class that the locator can show is still the binding in effect: bound or rebound by an "
+                "import, any star import, an unpacking, an augmented assignment or inside a block, or "
+                "inherited, for example)")
     source, line = found
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"

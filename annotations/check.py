@@ -186,8 +186,9 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
     A function or class is located by its definition (for a name bound to one defined elsewhere,
     that definition), a property by its getter, a Triton kernel (an object of Triton's own types,
     autotuned or not) by the function it wraps, and a value bound at the top level of its module or
-    class, a ``functools.partial`` or ``partialmethod`` among them, by its last binding there (none
-    when a later import, unpacking, augmented assignment or block rebinds it).
+    class, a ``functools.partial`` or ``partialmethod`` among them, by its last binding there, a
+    class field made from a bare annotation included (none when a later import, any star import,
+    an unpacking, an augmented assignment or a block rebinds it: :func:`_top_level_binding`).
     """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
@@ -243,10 +244,12 @@ def source_object(obj: object) -> object:
 
 def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
     """Where the module or class ``owner`` last binds ``name`` at its top level (an assignment with
-    a value, a ``def`` or ``class`` at its first decorator, or, in a class body with nothing else
-    binding it, a bare annotation, which the class machinery makes a field of), or ``None``, also
-    when a later statement rebinds it some other way (an import, a star import included, an
-    unpacking, an augmented assignment, inside a block)."""
+    a value, a ``def`` or ``class`` at its first decorator, or a bare annotation of a name the class
+    itself holds and no earlier statement binds: a ``NamedTuple`` or slotted-dataclass field), or
+    ``None``, also when a later statement rebinds it in a way the locator recognises (an import, any
+    star import, an unpacking, an augmented assignment, an ``except ... as``, inside a block); a
+    ``match`` capture, a walrus in an assignment's value or a ``global`` write from a function are
+    not recognised."""
     try:
         source = inspect.getsourcefile(owner)  # type: ignore[arg-type]
         lines, first = inspect.getsourcelines(owner)  # type: ignore[arg-type]
@@ -258,6 +261,7 @@ def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
     body = tree.body[0].body if inspect.isclass(owner) and tree.body and isinstance(tree.body[0], ast.ClassDef) else tree.body
     offset = max(first, 1) - 1
     found: int | None = None
+    rebound = False  # some statement bound the name in a way that gives no line of its own
     for node in body:
         targets = (node.targets if isinstance(node, ast.Assign)
                    else [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
@@ -265,14 +269,15 @@ def _top_level_binding(owner: object, name: str) -> tuple[Path, int] | None:
             found = node.lineno
         elif any(isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store) and inner.id == name
                  for target in targets for inner in ast.walk(target)):
-            found = None  # an unpacking rebinds it
+            found, rebound = None, True  # an unpacking rebinds it
         elif (isinstance(node, ast.AnnAssign) and node.value is None and isinstance(node.target, ast.Name)
-              and node.target.id == name and found is None and inspect.isclass(owner)):
-            found = node.lineno  # a field the class machinery makes (NamedTuple, slotted dataclass)
+              and node.target.id == name and found is None and not rebound and inspect.isclass(owner)
+              and name in vars(owner)):
+            found = node.lineno  # a field the class itself holds, made from the annotation (NamedTuple, slots)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
             found = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         elif _rebinds(node, name):
-            found = None
+            found, rebound = None, True
     return None if found is None else (Path(source).resolve(), found + offset)
 
 
@@ -298,13 +303,19 @@ def _rebinds(node: ast.stmt, name: str) -> bool:
 
 def _same_scope(node: ast.AST) -> Iterator[ast.AST]:
     """The nodes under ``node`` in its own scope: not the bodies of functions, classes, lambdas or
-    comprehensions (their decorators and base classes are in it)."""
+    comprehensions, but a def's decorators and default values, a class's decorators, bases and
+    keywords, a comprehension's first iterable and its walrus targets, which all belong to it."""
     yield node
     children: list[ast.AST]
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        children = [*node.decorator_list, *(node.bases if isinstance(node, ast.ClassDef) else [])]
-    elif isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
-        return
+    if isinstance(node, ast.ClassDef):
+        children = [*node.decorator_list, *node.bases, *node.keywords]
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        arguments = node.args
+        children = [*getattr(node, "decorator_list", []), *arguments.defaults,
+                    *(default for default in arguments.kw_defaults if default is not None)]
+    elif isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        yield from (inner.target for inner in ast.walk(node) if isinstance(inner, ast.NamedExpr))
+        children = [node.generators[0].iter]
     else:
         children = list(ast.iter_child_nodes(node))
     for child in children:

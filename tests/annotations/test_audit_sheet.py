@@ -475,6 +475,32 @@ class Pair(typing.NamedTuple):
     right: int = 0
 
 
+class Base:
+    inherited: int = 1
+
+
+class Child(Base):
+    inherited: int
+
+
+class Unpacked:
+    left, right = 1, 2
+    left: int
+
+
+class Imported:
+    from functools import reduce as fold
+    fold: object
+
+
+WALRUS = 1
+[(WALRUS := i) for i in range(2)]
+DEFAULTED = 1
+if True:
+    def _defaults(x=(DEFAULTED := 2)):
+        return x
+
+
 A, B = 1, 2
 if True:
     IN_BLOCK = 3
@@ -490,15 +516,19 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     """Catches: a decorated ref located at its wrapper (or in the decorator's file), a cached property or class
     constant not located, a name bound to a partial or partialmethod located at the function it wraps (or inside
     functools), a name bound twice located at its first binding, an object with an `fn` attribute taken for a
-    Triton kernel (or a Triton kernel not followed to its function), a def under a decorator that returns a
-    partial left unlocated, a bare annotation taken for a binding, or an unpacking, a binding inside a block, an
-    import, a later rebinding (an import, an unpacking, `+=`) or an inherited value (an inherited partialmethod among them)
-    given a place."""
+    Triton kernel (or a Triton kernel not followed to its function, autotuned or not), a def under a decorator
+    that returns a partial left unlocated, a subscript target or a nested scope's local taken for a rebinding, a
+    class field made from a bare annotation left unlocated, a bare annotation at module level, after an unpacking
+    or import, or over an inherited value taken for a binding, or an unpacking, a binding inside a block, an import,
+    any star import, an `except ... as`, a walrus, a default value or a later rebinding (an import, an unpacking,
+    `+=`) or an inherited value (an inherited partialmethod among them) given a place."""
     from annotations.check import reference_source
 
     (tmp_path / "audit_toy_refs.py").write_text(REFS_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "audit_toy_refs", raising=False)
+    for scratch in ("audit_toy_refs", "audit_toy_star"):  # set, then drop: teardown restores sys.modules
+        monkeypatch.setitem(sys.modules, scratch, None)
+        monkeypatch.delitem(sys.modules, scratch)
     lines = REFS_MODULE.split("\n")
 
     def line_of(name: str) -> str:
@@ -523,11 +553,11 @@ def test_reference_source_follows_decorators_but_not_partials(tmp_path, monkeypa
     assert line_of("TUNED") == "def plain(x, y):"  # an autotuned kernel: followed to its function
     assert line_of("Pair.left").strip() == "left: int"  # a field the class machinery makes
     for unlocated in ("A", "IN_BLOCK", "Sub.LIMIT", "Sub.add_one", "WRAPPER_ASSIGNMENTS", "LATER_IMPORT", "AUG",
-                      "UNPACKED", "LATER_BLOCK", "CAUGHT"):
+                      "UNPACKED", "LATER_BLOCK", "CAUGHT", "Child.inherited", "Unpacked.left",
+                      "Imported.fold", "WALRUS", "DEFAULTED"):
         assert reference_source(f"audit_toy_refs.{unlocated}") is None, unlocated
     (tmp_path / "audit_toy_star.py").write_text("STARRED = 1\nfrom functools import *  # noqa\nAFTER = 2\n",
                                                 encoding="utf-8")
-    monkeypatch.delitem(sys.modules, "audit_toy_star", raising=False)
     assert reference_source("audit_toy_star.STARRED") is None  # a later star import may rebind it
     assert reference_source("audit_toy_star.AFTER") == ((tmp_path / "audit_toy_star.py").resolve(), 3)
 
