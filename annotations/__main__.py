@@ -16,9 +16,9 @@
   or where a changed note of the newest pinned release has no ``- later:`` line.
 * ``sample [--count N] [--seed S] [--context N] [--out FILE]`` (or ``--notes ID...`` in place of
   count and seed): an audit worksheet (``annotations.audit_sheet``): notes drawn by the auditor's
-  seed, or named, each beside its
-  sha256-verified upstream lines, its links and later releases, with empty verdict lines; each
-  file's reach header lines once at the end.
+  seed, or named, each beside its sha256-verified upstream lines, its links and later releases,
+  with empty verdict lines; each file's reach header lines, each shared definition and each linked
+  property once at the end.
 
 Run from the repository root with the dev environment, so ``ref`` links can import ``reference``.
 """
