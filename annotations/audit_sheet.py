@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import inspect
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from annotations import cite, drift
 from annotations import serving as serving_definitions
-from annotations.check import reference_source, resolve_ref, source_object
+from annotations.check import definition_line, reference_source, resolve_ref, source_object
 from annotations.citations import GITHUB_BLOB
 from annotations.model import ANNOTATIONS_ROOT, AnnotationFile, Note, Reader, annotation_paths, parse
 
@@ -137,7 +136,11 @@ def reference_location(dotted: str, repo: Path) -> str:
                 "class that the locator can show is still the binding in effect: bound or rebound by an "
                 "import, any star import, an unpacking, an augmented assignment or inside a block, or "
                 "inherited, for example)")
-    source, line = found
+    return _shown(*found, repo)
+
+
+def _shown(source: Path, line: int, repo: Path) -> str:
+    """``path L<n>``, the path relative to ``repo`` where it lies inside it."""
     shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
     return f"`{shown}` L{line}"
 
@@ -147,14 +150,8 @@ def property_location(run: object, repo: Path) -> str:
     and the decorators that keep ``__wrapped__`` (any other decorator is located at its wrapper):
     ``conformance/...py L<n>``, the line of its first decorator, else of its ``def`` or ``lambda``,
     or ``""``."""
-    target = source_object(run.func if isinstance(run, functools.partial) else run)
-    try:
-        source = Path(inspect.getsourcefile(target) or "").resolve()  # type: ignore[arg-type]
-        line = inspect.getsourcelines(target)[1]  # type: ignore[arg-type]
-    except (TypeError, OSError):
-        return ""
-    shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
-    return f"`{shown}` L{line}"
+    found = definition_line(source_object(run.func if isinstance(run, functools.partial) else run))
+    return "" if found is None else _shown(*found, repo)
 
 
 def property_checks(repo: Path) -> tuple[dict[str, str] | None, str]:
@@ -253,6 +250,7 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         if drawn.annotation not in files:
             files.append(drawn.annotation)
     letter = {af.cite_path: _file_letter(i) for i, af in enumerate(files)}
+    used: dict[tuple[str, str], str] = {}  # every shared definition the notes or their headers include
     out = [
         "# Audit worksheet",
         "",
@@ -283,11 +281,13 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
         out += [f"- prop `{prop}`: under *Properties* at the end" for prop in note.props]
         out += [f"- see `{target}`: {see_location(target, root)}" for target in note.sees]
         out += [f"- in {fate}" for fate in later_fates(af, note, reports, repo, newest_pinned)]
-        own = definitions_in(raw_note(drawn), af.version, root)
+        note_text = raw_note(drawn)
+        own = definitions_in(note_text, af.version, root)
+        used.update({(af.version, name): text for name, text in own})
         if own:
             out.append("- shared definitions the note itself includes: "
                        + ", ".join(f"`{af.version}/{name}`" for name, _ in own) + " (under *Definitions* at the end)")
-        out += ["", "The note as written:", "", _quote(raw_note(drawn)), "",
+        out += ["", "The note as written:", "", _quote(note_text), "",
                 f"The upstream lines, sha256-verified, with up to {context} lines around them:", "",
                 block, ""]
         out += [f"- verdict, {judged}:" for judged in JUDGED]
@@ -295,10 +295,6 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
     out += ["", "## Files", "",
             "Each file's `serving:` and `reach:` header lines as written. A note without its own "
             "`- reach:` line takes its file's routes."]
-    used: dict[tuple[str, str], str] = {}
-    for drawn in chosen:
-        used.update({(drawn.annotation.version, name): text
-                     for name, text in definitions_in(raw_note(drawn), drawn.annotation.version, root)})
     for af in files:
         header = list(af.status_lines)
         out += ["", f"### {letter[af.cite_path]}. `{af.cite_path}`", ""]

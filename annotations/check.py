@@ -205,15 +205,22 @@ def reference_source(dotted: str) -> tuple[Path, int] | None:
         if not isinstance(bound, functools.partial | functools.partialmethod):
             target = source_object(obj)
             for candidate in (target, _kernel_function(target)):
-                try:
-                    source = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
-                    line = inspect.getsourcelines(candidate)[1]  # type: ignore[arg-type]
-                except (TypeError, OSError):
-                    continue
-                if source is not None:
-                    return Path(source).resolve(), max(line, 1)
+                found = definition_line(candidate)
+                if found is not None:
+                    return found
         return _top_level_binding(owner, parts[-1]) if len(parts) > cut else None
     return None
+
+
+def definition_line(obj: object) -> tuple[Path, int] | None:
+    """The source file and first line (its first decorator's, if any) of a function, class or
+    module ``obj``, or ``None`` when Python keeps no source for it."""
+    try:
+        source = inspect.getsourcefile(obj)  # type: ignore[arg-type]
+        line = inspect.getsourcelines(obj)[1]  # type: ignore[arg-type]
+    except (TypeError, OSError):
+        return None
+    return None if source is None else (Path(source).resolve(), max(line, 1))
 
 
 def _is_triton(obj: object) -> bool:
