@@ -136,13 +136,12 @@ def reference_location(dotted: str, repo: Path) -> str:
                 "class that the locator can show is still the binding in effect: bound or rebound by an "
                 "import, any star import, an unpacking, an augmented assignment or inside a block, or "
                 "inherited, for example)")
-    return _shown(*found, repo)
+    return _location_text(*found, repo)
 
 
-def _shown(source: Path, line: int, repo: Path) -> str:
+def _location_text(source: Path, line: int, repo: Path) -> str:
     """``path L<n>``, the path relative to ``repo`` where it lies inside it."""
-    shown = source.relative_to(repo.resolve()) if source.is_relative_to(repo.resolve()) else source
-    return f"`{shown}` L{line}"
+    return f"`{drift.relative_path(source, repo)}` L{line}"
 
 
 def property_location(run: object, repo: Path) -> str:
@@ -151,7 +150,7 @@ def property_location(run: object, repo: Path) -> str:
     ``conformance/...py L<n>``, the line of its first decorator, else of its ``def`` or ``lambda``,
     or ``""``."""
     found = definition_line(source_object(run.func if isinstance(run, functools.partial) else run))
-    return "" if found is None else _shown(*found, repo)
+    return "" if found is None else _location_text(*found, repo)
 
 
 def property_checks(repo: Path) -> tuple[dict[str, str] | None, str]:

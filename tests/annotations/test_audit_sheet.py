@@ -138,7 +138,8 @@ def test_files_section_prints_each_header_once_with_its_definitions(toy):
 
 
 def test_reference_location_names_the_file_and_line_of_a_ref():
-    """Catches: a ref shown as a bare name (the auditor has to hunt for it) or a wrong file for it."""
+    """Catches: a ref shown as a bare name (the auditor has to hunt for it), a wrong file or line for it, or a
+    decorated kernel located below its decorator."""
     repo = Path(package.__file__).resolve().parent.parent
     where = audit_sheet.reference_location("reference.blocks.v1.manager.KVCacheManager.get_computed_blocks", repo)
     assert where.startswith("`reference/blocks/v1/manager.py` L")
@@ -567,3 +568,24 @@ def test_property_location_follows_a_partial_runner():
     runner = functools.partial(plain_runner, 1)
     where = audit_sheet.property_location(runner, Path(__file__).resolve().parent)
     assert where == f"`{Path(__file__).name}` L{plain_runner.__code__.co_firstlineno}"
+
+
+def test_definitions_list_what_a_note_itself_includes(toy):
+    """Catches: a `{{name}}` in a note's own text (not its file's header) left out of *Definitions*, or read from
+    another note's text."""
+    (toy.root / "serving.md").write_text(f"# Serving\n\n## `{VERSION}/toy-route`\n\nThe toy scheduler calls push.\n",
+                                         encoding="utf-8")
+    toy.write(notes=[NoteSpec("ring.module", 1, 3), NoteSpec("ring.init", 6, 9),
+                     NoteSpec("ring.push", 11, 14, body="Push is reached. {{toy-route}}"), NoteSpec("ring.peek", 16, 17)])
+    notes = audit_sheet.population(toy.root)
+    for chosen in (audit_sheet.named(notes, ["ring.push"]), audit_sheet.named(notes, ["ring.peek", "ring.push"])):
+        sheet = audit_sheet.worksheet(chosen, toy.reader, "how", "abc123", 4, toy.root)
+        assert sheet.count(f"- shared definitions the note itself includes: `{VERSION}/toy-route`") == 1
+        assert sheet.count(f"- `{VERSION}/toy-route`: The toy scheduler calls push.") == 1
+        assert "## Definitions" in sheet
+
+
+def test_a_module_ref_is_located_at_line_1():
+    """Catches: a ref that names a module shown at line 0 (no such line)."""
+    repo = Path(package.__file__).resolve().parent.parent
+    assert audit_sheet.reference_location("reference.attention", repo) == "`reference/attention/__init__.py` L1"
