@@ -193,8 +193,8 @@ def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.Drif
                 newest_pinned: str) -> list[str]:
     """What each committed drift report says became of the note's lines, one sentence a release.
 
-    A changed note owes a ``- later:`` line only in the newest pinned release, as ``drift --check``
-    requires; an older pin's drift is shown, not narrated.
+    A changed note owes a ``- later:`` line only in ``newest_pinned`` (:func:`annotations.drift.later_owed_by`),
+    as ``drift --check`` requires; an older pin's drift is shown, not narrated.
     """
     relative = drift.relative_path(annotation.path, repo)
     fates = []
@@ -212,8 +212,8 @@ def later_fates(annotation: AnnotationFile, note: Note, reports: list[drift.Drif
                          f"{note.range_text} (stale; run `python -m annotations drift --check`)")
         else:
             where = f" (now {fate.new_range_text})" if fate.new_range_text else ""
-            owed = (" (a `- later:` line is owed)" if fate.status == "changed" and annotation.version == newest_pinned
-                    and report.to_version not in note.later else "")
+            owed = (" (a `- later:` line is owed)" if annotation.version == newest_pinned
+                    and drift.owes_later_line(fate.status, note, report.to_version) else "")
             fates.append(f"{report.to_version}: {fate.status}{where}{owed}")
     return fates
 
@@ -243,7 +243,7 @@ def worksheet(chosen: list[Drawn], reader: Reader, how: str, commit: str, popula
     """
     repo = root.parent
     reports = [drift.load(path) for path in drift.committed_reports(root / "drift")]
-    newest_pinned = max((path.relative_to(root).parts[0][1:] for path in annotation_paths(root)), key=drift.version_key)
+    newest_pinned = drift.later_owed_by(path.relative_to(root).parts[0][1:] for path in annotation_paths(root))
     files: list[AnnotationFile] = []
     for drawn in chosen:
         if drawn.annotation not in files:

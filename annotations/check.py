@@ -292,7 +292,7 @@ def _rebinds(node: ast.stmt, name: str) -> bool:
     """Whether a top-level statement other than a plain assignment, ``def`` or ``class`` binds ``name``
     (a star import counts as binding every name)."""
     if isinstance(node, ast.Import | ast.ImportFrom):
-        return any(alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+        return _import_binds(node, name)
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign):
         return False
     for inner in _same_scope(node):
@@ -300,12 +300,16 @@ def _rebinds(node: ast.stmt, name: str) -> bool:
             return True
         if isinstance(inner, ast.ExceptHandler) and inner.name == name:
             return True
-        if isinstance(inner, ast.Import | ast.ImportFrom) and any(
-                alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in inner.names):
+        if isinstance(inner, ast.Import | ast.ImportFrom) and _import_binds(inner, name):
             return True
         if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and inner.name == name:
             return True
     return False
+
+
+def _import_binds(node: ast.Import | ast.ImportFrom, name: str) -> bool:
+    """Whether an import binds ``name`` (``import a.b`` binds ``a``; a star import binds every name)."""
+    return any(alias.name == "*" or (alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
 
 
 def _same_scope(node: ast.AST) -> Iterator[ast.AST]:

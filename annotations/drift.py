@@ -382,6 +382,18 @@ def _describe(note: NoteDrift | None) -> str:
     return f"{note.old_range_text} {note.status}{where}"
 
 
+def later_owed_by(versions: Iterable[str]) -> str:
+    """The pinned release whose changed notes owe a ``- later:`` line: the newest. An older pin
+    (0.10.2) is kept as the V0-era text on purpose, and its drift is shown, not narrated."""
+    return max(versions, key=version_key)
+
+
+def owes_later_line(status: str, note: Note, to_version: str) -> bool:
+    """Whether a note of the owing release (:func:`later_owed_by`) with this drift ``status`` lacks
+    the ``- later: <to_version>:`` line it owes: a changed note must say what changed."""
+    return status == "changed" and to_version not in note.later
+
+
 def missing_later_notes(report: DriftReport, annotations: Iterable[AnnotationFile], repo: Path) -> list[str]:
     """Changed notes that say nothing about the later release (no ``- later: <version>:`` line)."""
     by_path = {relative_path(a.path, repo): a for a in annotations}
@@ -392,7 +404,7 @@ def missing_later_notes(report: DriftReport, annotations: Iterable[AnnotationFil
             continue
         for drift in f.notes:
             note = annotation.note(drift.id)
-            if drift.status == "changed" and note is not None and report.to_version not in note.later:
+            if note is not None and owes_later_line(drift.status, note, report.to_version):
                 out.append(f"{f.annotation}: note `{drift.id}` {drift.old_range_text} changed in "
                            f"{report.to_version} (now {drift.new_range_text}) but has no '- later: {report.to_version}:' line")
     return out
@@ -491,9 +503,7 @@ def check_committed(
     if problems:
         return problems
     newest = max((r.to_version for r in committed), key=version_key)
-    # Only the newest pinned release's changed notes must explain the change: an older pin (0.10.2)
-    # is kept as the V0-era text on purpose, and its drift is shown, not narrated.
-    newest_pinned = max((a.version for a in annotations), key=version_key)
+    newest_pinned = later_owed_by(a.version for a in annotations)
     expected = {report_path(v, newest, root) for v in follow_plan(newest, annotations)}
     for path in sorted(expected - set(paths)):
         problems.append(f"{path}: missing; run `python -m annotations drift {newest}`")
