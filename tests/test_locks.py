@@ -10,6 +10,9 @@ re-lock, which would otherwise build an environment that silently ignores the ed
 
 import hashlib
 import importlib.util
+import os
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -113,3 +116,35 @@ def test_environment_cache_is_keyed_by_the_lock():
     key_line = next(line for line in text.splitlines() if line.startswith("key="))
     assert '"$lock"' in key_line and '"$boot"' in key_line and "sys.version" in key_line
     assert '"$req"' not in key_line
+
+
+def test_an_environment_moved_from_another_path_is_rebuilt(tmp_path):
+    """Catches: ensure-env reusing an environment moved or copied in from another cache path. Its
+    bin/python still starts, but every script (bin/mkdocs, bin/mypy) names the old interpreter
+    path and fails with "cannot execute: required file not found"; scripts/test's lint and site
+    parts died that way in CI on an environment moved between caches."""
+    requirements = tmp_path / "requirements"
+    requirements.mkdir()
+    (requirements / "tiny.txt").write_text("")
+    boot = (REQUIREMENTS / "pylock.bootstrap.toml").read_text()
+    (requirements / "pylock.bootstrap.toml").write_text(boot)
+    (requirements / "pylock.tiny.toml").write_text(boot)  # the installer alone: a few seconds
+
+    def ensure(cache: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(ROOT / "scripts" / "ensure-env"), str(requirements / "tiny.txt")],
+                              env={**os.environ, "PASTUDY_CACHE": str(cache)},
+                              capture_output=True, text=True, check=True)
+
+    first = ensure(tmp_path / "a")
+    env = Path(first.stdout.strip())
+    assert "building tiny" in first.stderr
+    assert "building" not in ensure(tmp_path / "a").stderr  # built here: reused as it is
+
+    shutil.move(str(tmp_path / "a"), str(tmp_path / "b"))
+    moved = ensure(tmp_path / "b")
+    assert "built at another path; rebuilding" in moved.stderr and "building tiny" in moved.stderr
+    rebuilt = Path(moved.stdout.strip())
+    assert rebuilt == tmp_path / "b" / "envs" / env.name
+    pip = rebuilt / "bin" / "pip"
+    assert pip.read_text().splitlines()[0] == f"#!{rebuilt}/bin/python"
+    subprocess.run([str(pip), "--version"], check=True, capture_output=True)

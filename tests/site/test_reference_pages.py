@@ -188,6 +188,28 @@ def test_every_ref_is_cited_back_on_the_symbol_or_its_owner() -> None:
             assert owner in anchor_ids(module)  # the note that lists it exists on the page
 
 
+def test_the_site_and_the_audit_worksheet_locate_every_ref_at_the_same_line() -> None:
+    """Catches: the two locators of a note's ``- ref:`` symbols drifting apart. The site links a
+    ref by parsing the reference statically (:class:`ReferenceIndex`); the checker and the audit
+    worksheet locate it by importing it (``annotations.check.reference_source``). Where they
+    disagree, an auditor reads other lines than the ones the site's link opens."""
+    from annotations import check, model
+    from docs.hooks.source_set import SourceSet
+    from upstream import fetch
+
+    index = ReferenceIndex.load(ROOT)
+    sources = SourceSet.load(model.ANNOTATIONS_ROOT, fetch.read_file)
+    refs = sorted({r for e in sources.entries.values() for n in e.annotation.notes for r in n.refs})
+    assert len(refs) > 100
+    apart = []
+    for ref in refs:
+        target = index.resolve(ref)
+        static = None if target is None else (index.paths[target.module].resolve(), target.symbol.start)
+        if static != check.reference_source(ref):
+            apart.append((ref, static, check.reference_source(ref)))
+    assert apart == []
+
+
 def test_a_module_that_opens_with_a_definition_still_has_its_anchor() -> None:
     """Catches: links to a module's anchor landing nowhere when the file has no docstring."""
     mod = parse_module("pkg.bare", "def f():\n    return 1\n")
