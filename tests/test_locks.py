@@ -121,8 +121,9 @@ def test_environment_cache_is_keyed_by_the_lock():
 def test_an_environment_moved_from_another_path_is_rebuilt(tmp_path):
     """Catches: ensure-env reusing an environment moved or copied in from another cache path. Its
     bin/python still starts, but every script (bin/mkdocs, bin/mypy) names the old interpreter
-    path and fails with "cannot execute: required file not found"; scripts/test's lint and site
-    parts died that way in CI on an environment moved between caches."""
+    path: moved, it fails with "cannot execute: required file not found" (scripts/test's lint and
+    site parts died that way in CI); copied, it runs the original environment. Also catches the
+    marker compared as written: the same cache reached through a symlink must not be rebuilt."""
     requirements = tmp_path / "requirements"
     requirements.mkdir()
     (requirements / "tiny.txt").write_text("")
@@ -144,7 +145,10 @@ def test_an_environment_moved_from_another_path_is_rebuilt(tmp_path):
     moved = ensure(tmp_path / "b")
     assert "built at another path; rebuilding" in moved.stderr and "building tiny" in moved.stderr
     rebuilt = Path(moved.stdout.strip())
-    assert rebuilt == tmp_path / "b" / "envs" / env.name
-    pip = rebuilt / "bin" / "pip"
-    assert pip.read_text().splitlines()[0] == f"#!{rebuilt}/bin/python"
-    subprocess.run([str(pip), "--version"], check=True, capture_output=True)
+    assert rebuilt == (tmp_path / "b" / "envs" / env.name).resolve()
+    version = subprocess.run([str(rebuilt / "bin" / "pip"), "--version"], check=True, capture_output=True, text=True)
+    assert f" from {rebuilt}/" in version.stdout  # the script starts, and runs this environment
+
+    (tmp_path / "link").symlink_to(tmp_path / "b")
+    through_link = ensure(tmp_path / "link")
+    assert "building" not in through_link.stderr and Path(through_link.stdout.strip()) == rebuilt
