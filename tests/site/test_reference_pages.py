@@ -205,8 +205,9 @@ def test_the_site_and_the_audit_worksheet_locate_every_ref_at_the_same_line() ->
     for ref in refs:
         target = index.resolve(ref)
         static = None if target is None else (index.paths[target.module].resolve(), target.symbol.start)
-        if static != check.reference_source(ref):
-            apart.append((ref, static, check.reference_source(ref)))
+        imported = check.reference_source(ref)
+        if static != imported:
+            apart.append((ref, static, imported))
     assert apart == []
 
 
